@@ -1,0 +1,39 @@
+# idem: build with PGXS.  `make demo` and `make test` set up everything they need.
+EXTENSION = idem
+EXTVERSION = 1.0
+
+MODULE_big = idem
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+DATA = $(sort $(wildcard idem--*.sql))
+
+# pg_regress: sql/ and expected/; isolation specs: test/specs and test/expected.
+# Both start their own server with idem preloaded (as pg_cron does).
+REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
+REGRESS_OPTS = --temp-instance=./tmp_check/regress --temp-config=./test/idem.conf
+ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=./test --outputdir=./tmp_check/isolation_out \
+	--temp-instance=./tmp_check/isolation --temp-config=./test/idem.conf
+
+PG_CONFIG ?= pg_config
+PG_CPPFLAGS = -I$(srcdir)/src
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers $(if $(CI),-Werror)
+EXTRA_CLEAN = tmp_check results regression.diffs regression.out output_iso
+
+PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
+ifeq ($(PGXS),)
+# No server headers yet: only the set-up targets below can run.
+all install installcheck:
+	@echo "postgresql-server-dev is not installed: run 'make test' or 'make demo', which install it" >&2; exit 1
+else
+include $(PGXS)
+endif
+
+.PHONY: test demo deps bench
+deps:
+	@bash test/deps.sh
+test:
+	@bash test/run.sh
+demo:
+	@bash test/demo.sh
+bench:
+	@bash bench/run.sh

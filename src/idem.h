@@ -1,0 +1,71 @@
+/*
+ * idem.h
+ *		Declarations shared by the files of the idem extension.
+ */
+#ifndef IDEM_H
+#define IDEM_H
+
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "utils/timestamp.h"
+
+/*
+ * The extension's own SQLSTATEs (class ID, free in the SQL standard and in
+ * PostgreSQL).  doc/api.md lists them; applications match on them.
+ */
+#define ERRCODE_IDEM_STALE_TOKEN		MAKE_SQLSTATE('I','D','0','0','1')
+#define ERRCODE_IDEM_NO_CLAIM			MAKE_SQLSTATE('I','D','0','0','2')
+#define ERRCODE_IDEM_ALREADY_FINISHED	MAKE_SQLSTATE('I','D','0','0','3')
+#define ERRCODE_IDEM_TOKEN_REQUIRED		MAKE_SQLSTATE('I','D','0','0','4')
+
+/* Limits of the contract */
+#define IDEM_MAX_KEY_BYTES		255
+
+/* Settings (idem.c) */
+extern int	idem_ttl_secs;
+extern int	idem_lease_secs;
+extern int	idem_webhook_ttl_secs;
+extern int	idem_max_response_kb;
+extern int	idem_purge_interval_secs;
+extern int	idem_purge_batch_size;
+extern char *idem_database;
+
+/* Input checks shared by the SQL entry points (input.c) */
+extern text *idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what);
+extern text *idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what);
+extern TimestampTz idem_arg_interval_from(FunctionCallInfo fcinfo, int argno,
+										  const char *what, int default_secs,
+										  TimestampTz from);
+extern void idem_check_json_size(Datum jsonb, const char *what);
+
+/* Operator counters in shared memory (stats.c) */
+typedef enum IdemCounter
+{
+	IDEM_STAT_CLAIMED,
+	IDEM_STAT_COMPLETED,
+	IDEM_STAT_FAILED,
+	IDEM_STAT_REPLAYED,
+	IDEM_STAT_IN_PROGRESS,
+	IDEM_STAT_MISMATCHED,
+	IDEM_STAT_WEBHOOKS_NEW,
+	IDEM_STAT_WEBHOOKS_DUPLICATE,
+	IDEM_STAT_PURGED,
+	IDEM_STAT_NCOUNTERS
+} IdemCounter;
+
+extern void idem_stats_shmem_request(void);
+extern void idem_stats_shmem_startup(void);
+extern void idem_stats_count(IdemCounter counter, int64 n);
+extern void idem_stats_note_purge(TimestampTz when);
+
+/* Purge worker (purge_worker.c) */
+extern void idem_purge_worker_register(void);
+
+/* Per-transaction memory of claims (claim_memory.c) */
+extern void idem_claim_memory_init(void);
+extern void idem_claim_memory_add(text *scope, text *key, int64 token);
+extern bool idem_claim_memory_find(text *scope, text *key, int64 *token);
+
+#endif							/* IDEM_H */
