@@ -236,13 +236,15 @@ store_take_row(IdemStore *st)
 
 /*
  * Read the newest version of the row of (a, b), waiting for a transaction
- * that is still writing it (or, with nowait, answering BUSY).  The caller
- * holds the key lock; it is let go while waiting and held again on return.  Under
+ * that is still writing it (or, with nowait, answering BUSY).  If the caller
+ * holds the key lock (locked), it is let go while waiting and held again on
+ * return.  Without the key lock the row read may change at any moment, so
+ * only answers that no writer can take back may be given from it.  Under
  * REPEATABLE READ and SERIALIZABLE a row this transaction's snapshot cannot
  * see raises serialization_failure, as INSERT ... ON CONFLICT does.
  */
 IdemFetch
-idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait)
+idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 {
 	ScanKeyData skey[2];
 	SnapshotData dirty;
@@ -284,9 +286,11 @@ idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait)
 			ItemPointerData tid = st->slot->tts_tid;
 
 			ExecClearTuple(st->slot);
-			idem_store_unlock(st->which, a, b);
+			if (locked)
+				idem_store_unlock(st->which, a, b);
 			XactLockTableWait(xwait, st->heap, &tid, XLTW_None);
-			idem_store_lock(st->which, a, b, false);
+			if (locked)
+				idem_store_lock(st->which, a, b, false);
 		}
 	}
 
