@@ -63,12 +63,6 @@ PG_FUNCTION_INFO_V1(idem_payment_key);
 Datum idem_payment_key(PG_FUNCTION_ARGS) { elog(ERROR, "idem_payment_key is not written yet"); PG_RETURN_NULL(); }
 /* end idem_payment_key */
 
-/* ---- owner: verify ---- */
-
-PG_FUNCTION_INFO_V1(idem_webhook_verify);
-Datum idem_webhook_verify(PG_FUNCTION_ARGS) { elog(ERROR, "idem_webhook_verify is not written yet"); PG_RETURN_NULL(); }
-/* end idem_webhook_verify */
-
 /* ---- owner: ops ---- */
 
 PG_FUNCTION_INFO_V1(idem_stats_1_0);
