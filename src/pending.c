@@ -15,23 +15,6 @@ void idem_stats_count(IdemCounter counter, int64 n) {}
 void idem_stats_note_purge(TimestampTz when) {}
 void idem_purge_worker_register(void) {}
 
-/* ---- owner: core ---- */
-
-
-
-
-
-
-
-
-/* ---- owner: fingerprint ---- */
-
-/* ---- owner: verify ---- */
-
-PG_FUNCTION_INFO_V1(idem_webhook_verify);
-Datum idem_webhook_verify(PG_FUNCTION_ARGS) { elog(ERROR, "idem_webhook_verify is not written yet"); PG_RETURN_NULL(); }
-/* end idem_webhook_verify */
-
 /* ---- owner: ops ---- */
 
 PG_FUNCTION_INFO_V1(idem_stats_1_0);
