@@ -2,7 +2,9 @@
 -- and message; the end shows that none of them wrote anything: no row and
 -- no fencing token (the token sequence is not transactional, so a call that
 -- checked its input after taking a token would show here).
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS idem;
+RESET client_min_messages;
 
 -- Run a statement; show its SQLSTATE and message instead of failing
 -- (token numbers masked: they depend on what ran before).

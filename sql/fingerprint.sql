@@ -1,6 +1,8 @@
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS idem;
 -- pgcrypto's digest() is the independent reference for idem_fingerprint
 CREATE EXTENSION IF NOT EXISTS pgcrypto;
+RESET client_min_messages;
 
 -- err(call) runs "SELECT <call>" and returns "SQLSTATE: message" instead of
 -- failing, so each error case below shows its code on one line.

@@ -1,4 +1,6 @@
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS idem;
+RESET client_min_messages;
 
 -- err(call) runs "SELECT <call>" and returns "SQLSTATE: message" instead of
 -- failing, so each error case below shows its code on one line.
