@@ -114,9 +114,11 @@ if [ "$rc" != 0 ]; then
 fi
 psql_demo -d demo -f test/demo/retries.sql || die "the retries did not come out as they should"
 echo "idem's own counters (idem_stats):"
-psql_demo -d demo -P footer=off -c \
-	'SELECT claimed, completed, replayed, in_progress, mismatched FROM idem_stats WHERE datname = current_database()' ||
-	echo "  (idem_stats is not available)"
+if ! stats=$(psql_demo -d demo -P footer=off -c \
+	'SELECT claimed, completed, replayed, in_progress, mismatched FROM idem_stats WHERE datname = current_database()' 2>&1); then
+	stats="  (not available: $stats)"
+fi
+echo "$stats"
 
 echo ""
 echo "== 2. a retry with the same key and a different amount =="

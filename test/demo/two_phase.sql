@@ -18,7 +18,7 @@ SELECT idem_checkpoint('order-77', 'gateway_called', '{"charge_id": "ch_demo_77"
 \echo 'Worker 1 dies here, before idem_complete.'
 
 \echo 'Worker 2 retries at once:'
-SELECT status, coalesce(retry_after::text, '') AS retry_after
+SELECT status, coalesce(round(extract(epoch FROM retry_after), 1) || ' s', 'none') AS retry_after
 FROM idem_claim('order-77', :fp) \gset w2a_
 \echo '  status' :w2a_status ' retry_after' :w2a_retry_after
 SELECT demo_check(:'w2a_status' = 'in_progress', 'while the lease holds, a retry is told in_progress');
