@@ -109,7 +109,7 @@ rc=$?
 grep -E '^(number of (clients|transactions actually processed|failed transactions)|tps)' "$DEMO/pgbench.log" |
 	sed 's/^/  pgbench: /'
 if [ "$rc" != 0 ]; then
-	tail -n 20 "$DEMO/pgbench.log"
+	grep -m 5 -E 'ERROR|error|abort' "$DEMO/pgbench.log"
 	die "pgbench failed (see $DEMO/pgbench.log)"
 fi
 psql_demo -d demo -f test/demo/retries.sql || die "the retries did not come out as they should"
