@@ -134,7 +134,7 @@ fact() {
 echo ""
 echo "== what this showed =="
 echo "- $(fact attempts) concurrent attempts ($CLIENTS clients) at $(fact keys) payments made $(fact charges) charges, one per key;"
-echo "  the other $(fact replayed) attempts waited for the first and replayed its stored response."
+echo "  the other $(fact replayed) got status completed and replayed the stored response."
 echo "- The same key with a different amount was rejected: status $(fact mismatch)."
 echo "- Two-phase: a retry during the lease got $(fact two_phase_in_progress) (retry after $(fact two_phase_retry_after));"
 echo "  after it ran out, attempt $(fact two_phase_attempt) was claimed with checkpoint $(fact two_phase_checkpoint)"

@@ -27,7 +27,7 @@ SELECT demo_check((SELECT count(*) FROM attempts WHERE status = 'claimed')
                   = (SELECT count(DISTINCT idem_key) FROM attempts),
        'exactly one attempt per key was told to do the work');
 SELECT demo_check(NOT EXISTS (SELECT FROM attempts WHERE status NOT IN ('claimed', 'completed')),
-       'every other attempt waited for the first and replayed its result');
+       'every other attempt got completed and the stored response (waiting first if the claimer had not committed)');
 SELECT demo_check((SELECT sum(100000 - balance) FROM accounts)
                   = (SELECT coalesce(sum(amount), 0) FROM charges),
        'the balances moved by exactly the charges in the ledger');
