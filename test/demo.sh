@@ -119,6 +119,8 @@ if ! stats=$(psql_demo -d demo -P footer=off -c \
 	stats="  (not available: $stats)"
 fi
 echo "$stats"
+stats_replayed=$(psql_demo -d demo -At -c \
+	'SELECT replayed FROM idem_stats WHERE datname = current_database()' 2>/dev/null)
 
 echo ""
 echo "== 2. a retry with the same key and a different amount =="
@@ -134,7 +136,7 @@ fact() {
 echo ""
 echo "== what this showed =="
 echo "- $(fact attempts) concurrent attempts ($CLIENTS clients) at $(fact keys) payments made $(fact charges) charges, one per key;"
-echo "  the other $(fact replayed) got status completed and replayed the stored response."
+echo "  the other $(fact replayed) got status completed and replayed the stored response${stats_replayed:+ (idem_stats: replayed $stats_replayed)}."
 echo "- The same key with a different amount was rejected: status $(fact mismatch)."
 echo "- Two-phase: a retry during the lease got $(fact two_phase_in_progress) (retry after $(fact two_phase_retry_after));"
 echo "  after it ran out, attempt $(fact two_phase_attempt) was claimed with checkpoint $(fact two_phase_checkpoint)"
