@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by test/run.sh, test/demo.sh and bench/run.sh: where things go and
 # how a private copy of the server is made with idem installed into it.
 # Source it; it defines functions and variables, it runs nothing.

@@ -130,7 +130,7 @@ run_tap() {
 			TESTDIR="$out" \
 			PG_REGRESS="$PGXS_SRC/test/regress/pg_regress" \
 			timeout -k 20 "$(step_limit 600)" \
-			prove -v -I "$PGXS_SRC/test/perl" -I "$IDEM_ROOT/test" "$t" >"$log" 2>&1
+			prove -v -I "$PGXS_SRC/test/perl" -I "$IDEM_ROOT" -I "$IDEM_ROOT/test" "$t" >"$log" 2>&1
 		rc=$?
 		if [ "$rc" = 0 ]; then
 			passed=$((passed + 1))
