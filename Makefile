@@ -28,11 +28,13 @@ else
 include $(PGXS)
 endif
 
+# deps: install the packages that are missing; test: every test against
+# scratch servers (CI=1 makes warnings errors); demo: see README.md.
 .PHONY: test demo deps bench
 deps:
 	@bash test/deps.sh
 test:
-	@bash test/run.sh
+	@CI="$(CI)" bash test/run.sh
 demo:
 	@bash test/demo.sh
 bench:
