@@ -164,12 +164,13 @@ idem_purge_batch_guarded(int batch_size)
 		FlushErrorState();
 		RESUME_INTERRUPTS();
 
-		MemoryContextSwitchTo(pass_context);
 		pgstat_report_activity(STATE_IDLE, NULL);
 		deleted = IDEM_BATCH_FAILED;
 	}
 	PG_END_TRY();
 
+	/* Committing or aborting left us in TopMemoryContext */
+	MemoryContextSwitchTo(pass_context);
 	error_context_stack = errcallback.previous;
 	return deleted;
 }

@@ -106,8 +106,8 @@ $node->safe_psql(
 	GRANT SELECT ON idem_stats TO monitor;
 	GRANT EXECUTE ON FUNCTION idem.stats_1_0() TO monitor;
 	GRANT USAGE ON SCHEMA idem TO monitor;
-	GRANT SELECT (state, lease_until, expires_at) ON idem.keys TO monitor;
-	GRANT SELECT (expires_at) ON idem.webhooks TO monitor;
+	GRANT SELECT (state, lease_until, created_at, completed_at, expires_at) ON idem.keys TO monitor;
+	GRANT SELECT (received_at, expires_at) ON idem.webhooks TO monitor;
 ));
 
 my ($ret, $out, $err) = $node->psql('postgres', 'SELECT * FROM idem_stats',
@@ -121,11 +121,13 @@ is( $node->safe_psql(
 	'a monitoring role with the documented grants reads them');
 is( $node->safe_psql(
 		'postgres', q(
-	SELECT count(*) FILTER (WHERE state = 'processing' AND lease_until > now()),
-	       coalesce(now() - min(expires_at) FILTER (WHERE expires_at < now()), '0')
-	FROM idem.keys),
+	SELECT count(*) FILTER (WHERE lease_until >  now()) AS in_flight,
+	       count(*) FILTER (WHERE lease_until <= now()) AS abandoned
+	FROM idem.keys WHERE state = 'processing';
+	SELECT (SELECT now() - min(expires_at) FROM idem.keys     WHERE expires_at < now()) IS NULL,
+	       (SELECT now() - min(expires_at) FROM idem.webhooks WHERE expires_at < now()) IS NULL;),
 		extra_params => [ '-U', 'monitor' ]),
-	'1|00:00:00',
+	"1|0\nt|t",
 	'and runs the monitoring queries on the tables');
 ($ret, $out, $err) = $node->psql('postgres', 'SELECT response FROM idem.keys',
 	extra_params => [ '-U', 'monitor' ]);
