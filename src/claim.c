@@ -213,9 +213,88 @@ claim_write_attempt(IdemStore *st, IdemFetch fetched, TimestampTz now,
 		idem_store_insert(st, values, nulls);
 }
 
+/* What a claim answers, given the row it read */
+typedef enum ClaimDecision
+{
+	DECIDE_MISMATCH,			/* a live row for another request */
+	DECIDE_REPLAY,				/* completed or failed: replay it */
+	DECIDE_IN_PROGRESS,			/* a live attempt holds the key */
+	DECIDE_TAKE					/* no live attempt: claim it */
+} ClaimDecision;
+
+/*
+ * Decide from the row read.  Every answer but DECIDE_TAKE is final until the
+ * row expires or the lease runs out, so it may be given from a read made
+ * without the key lock; DECIDE_TAKE is acted on only under the lock.
+ */
+static ClaimDecision
+claim_decide(IdemStore *st, IdemFetch fetched, bytea *fp, TimestampTz now)
+{
+	if (fetched == IDEM_FETCH_BUSY)
+		return DECIDE_IN_PROGRESS;
+	if (fetched == IDEM_FETCH_NONE || row_expired(st, now))
+		return DECIDE_TAKE;
+	if (fingerprint_differs(st, fp))
+		return DECIDE_MISMATCH;
+	if (state_is(st, "completed") || state_is(st, "failed"))
+		return DECIDE_REPLAY;
+	/* a live attempt; also one of this very transaction, which must not run twice */
+	if (state_is(st, "processing") &&
+		(st->own || DatumGetTimestampTz(st->values[KEYS_LEASE_UNTIL]) > now))
+		return DECIDE_IN_PROGRESS;
+	return DECIDE_TAKE;
+}
+
+/* Fill idem_claim's result for an answer that writes nothing */
+static IdemCounter
+claim_answer(ClaimDecision decision, IdemStore *st, TimestampTz now,
+			 Datum *out, bool *outnulls)
+{
+	TimestampTz retry_at = now + IDEM_DEFAULT_RETRY_AFTER_SECS * USECS_PER_SEC;
+
+	switch (decision)
+	{
+		case DECIDE_MISMATCH:
+			out[CLAIM_STATUS] = CStringGetTextDatum("mismatch");
+			outnulls[CLAIM_STATUS] = false;
+			return IDEM_STAT_MISMATCHED;
+		case DECIDE_REPLAY:
+			out[CLAIM_STATUS] = datumCopy(st->values[KEYS_STATE], false, -1);
+			out[CLAIM_ATTEMPT] = st->values[KEYS_ATTEMPT];
+			outnulls[CLAIM_STATUS] = outnulls[CLAIM_ATTEMPT] = false;
+			if (!st->nulls[KEYS_RESPONSE])
+			{
+				out[CLAIM_RESPONSE] = PointerGetDatum(PG_DETOAST_DATUM_COPY(st->values[KEYS_RESPONSE]));
+				outnulls[CLAIM_RESPONSE] = false;
+			}
+			return IDEM_STAT_REPLAYED;
+		case DECIDE_IN_PROGRESS:
+			/* an uncommitted claim (nowait) has no lease to tell yet */
+			if (st->found)
+			{
+				out[CLAIM_ATTEMPT] = st->values[KEYS_ATTEMPT];
+				outnulls[CLAIM_ATTEMPT] = false;
+				retry_at = DatumGetTimestampTz(st->values[KEYS_LEASE_UNTIL]);
+			}
+			out[CLAIM_STATUS] = CStringGetTextDatum("in_progress");
+			out[CLAIM_RETRY_AFTER] = interval_until(now, retry_at);
+			outnulls[CLAIM_STATUS] = outnulls[CLAIM_RETRY_AFTER] = false;
+			return IDEM_STAT_IN_PROGRESS;
+		case DECIDE_TAKE:
+			break;
+	}
+	elog(ERROR, "claim decision %d writes", (int) decision);
+	return IDEM_STAT_CLAIMED;	/* keep compiler quiet */
+}
+
 /*
  * idem_claim(key, fingerprint, scope, lease, ttl, nowait): take the key for
  * a new attempt, or say why not (completed, failed, in_progress, mismatch).
+ *
+ * A first read without the key lock answers replays, mismatches and live
+ * attempts, which no writer can take back; so a storm of retries of a
+ * finished payment reads in parallel.  Only a claim that will write takes
+ * the key lock and reads again under it.
  */
 Datum
 idem_claim(PG_FUNCTION_ARGS)
@@ -231,66 +310,38 @@ idem_claim(PG_FUNCTION_ARGS)
 	bool		outnulls[CLAIM_NATTS];
 	IdemStore	st;
 	IdemFetch	fetched;
+	ClaimDecision decision;
 	IdemCounter counted;
+	bool		locked = false;
 
 	claim_check_writable("idem_claim()");
 	memset(outnulls, true, sizeof(outnulls));
 
-	if (!idem_store_lock(IDEM_KEYS, scope, key, nowait))
-	{
-		/* an uncommitted claim of another transaction is deciding this key */
-		out[CLAIM_STATUS] = CStringGetTextDatum("in_progress");
-		out[CLAIM_RETRY_AFTER] = interval_until(0, IDEM_DEFAULT_RETRY_AFTER_SECS * USECS_PER_SEC);
-		outnulls[CLAIM_STATUS] = outnulls[CLAIM_RETRY_AFTER] = false;
-		idem_stats_count(IDEM_STAT_IN_PROGRESS, 1);
-		PG_RETURN_DATUM(claim_result(fcinfo, out, outnulls));
-	}
-
 	idem_store_open(&st, IDEM_KEYS, true);
-	fetched = idem_store_fetch(&st, scope, key, nowait);
+	fetched = idem_store_fetch(&st, scope, key, nowait, false);
 	/* the clock may have moved while the fetch waited */
-	if (fetched != IDEM_FETCH_NONE)
-		now = Max(now, GetCurrentTimestamp());
+	now = Max(now, GetCurrentTimestamp());
+	decision = claim_decide(&st, fetched, fp, now);
 
-	if (fetched == IDEM_FETCH_BUSY)
+	if (decision == DECIDE_TAKE)
 	{
-		out[CLAIM_STATUS] = CStringGetTextDatum("in_progress");
-		out[CLAIM_RETRY_AFTER] = interval_until(0, IDEM_DEFAULT_RETRY_AFTER_SECS * USECS_PER_SEC);
-		outnulls[CLAIM_STATUS] = outnulls[CLAIM_RETRY_AFTER] = false;
-		counted = IDEM_STAT_IN_PROGRESS;
-	}
-	else if (fetched == IDEM_FETCH_FOUND && !row_expired(&st, now) &&
-			 fingerprint_differs(&st, fp))
-	{
-		out[CLAIM_STATUS] = CStringGetTextDatum("mismatch");
-		outnulls[CLAIM_STATUS] = false;
-		counted = IDEM_STAT_MISMATCHED;
-	}
-	else if (fetched == IDEM_FETCH_FOUND && !row_expired(&st, now) &&
-			 (state_is(&st, "completed") || state_is(&st, "failed")))
-	{
-		out[CLAIM_STATUS] = datumCopy(st.values[KEYS_STATE], false, -1);
-		out[CLAIM_ATTEMPT] = st.values[KEYS_ATTEMPT];
-		outnulls[CLAIM_STATUS] = outnulls[CLAIM_ATTEMPT] = false;
-		if (!st.nulls[KEYS_RESPONSE])
+		ExecClearTuple(st.slot);
+		locked = idem_store_lock(IDEM_KEYS, scope, key, nowait);
+		if (!locked)
 		{
-			out[CLAIM_RESPONSE] = PointerGetDatum(PG_DETOAST_DATUM_COPY(st.values[KEYS_RESPONSE]));
-			outnulls[CLAIM_RESPONSE] = false;
+			/* another transaction is deciding this key right now */
+			st.found = false;
+			decision = DECIDE_IN_PROGRESS;
 		}
-		counted = IDEM_STAT_REPLAYED;
+		else
+		{
+			fetched = idem_store_fetch(&st, scope, key, nowait, true);
+			now = Max(now, GetCurrentTimestamp());
+			decision = claim_decide(&st, fetched, fp, now);
+		}
 	}
-	else if (fetched == IDEM_FETCH_FOUND && !row_expired(&st, now) &&
-			 state_is(&st, "processing") &&
-			 (st.own || DatumGetTimestampTz(st.values[KEYS_LEASE_UNTIL]) > now))
-	{
-		/* a live attempt; also one of this very transaction, which must not run twice */
-		out[CLAIM_STATUS] = CStringGetTextDatum("in_progress");
-		out[CLAIM_ATTEMPT] = st.values[KEYS_ATTEMPT];
-		out[CLAIM_RETRY_AFTER] = interval_until(now, DatumGetTimestampTz(st.values[KEYS_LEASE_UNTIL]));
-		outnulls[CLAIM_STATUS] = outnulls[CLAIM_ATTEMPT] = outnulls[CLAIM_RETRY_AFTER] = false;
-		counted = IDEM_STAT_IN_PROGRESS;
-	}
-	else
+
+	if (decision == DECIDE_TAKE)
 	{
 		int64		token = idem_store_next_token();
 
@@ -299,9 +350,12 @@ idem_claim(PG_FUNCTION_ARGS)
 		idem_claim_memory_add(scope, key, token);
 		counted = IDEM_STAT_CLAIMED;
 	}
+	else
+		counted = claim_answer(decision, &st, now, out, outnulls);
 
 	idem_store_close(&st);
-	idem_store_unlock(IDEM_KEYS, scope, key);
+	if (locked)
+		idem_store_unlock(IDEM_KEYS, scope, key);
 	idem_stats_count(counted, 1);
 	PG_RETURN_DATUM(claim_result(fcinfo, out, outnulls));
 }
@@ -361,7 +415,7 @@ finish_attempt(FinishKind kind, text *key, text *scope, bool has_token,
 	claim_check_writable(fname);
 	idem_store_lock(IDEM_KEYS, scope, key, false);
 	idem_store_open(&st, IDEM_KEYS, true);
-	fetched = idem_store_fetch(&st, scope, key, false);
+	fetched = idem_store_fetch(&st, scope, key, false, true);
 	now = Max(now, GetCurrentTimestamp());
 	finish_check_owner(&st, fetched, now, scope, key, has_token, token, fname);
 

@@ -8,35 +8,3 @@
 
 #include "idem.h"
 
-/* ---- owner: core ---- */
-
-
-
-
-
-
-
-
-/* ---- owner: fingerprint ---- */
-
-PG_FUNCTION_INFO_V1(idem_canonical);
-Datum idem_canonical(PG_FUNCTION_ARGS) { elog(ERROR, "idem_canonical is not written yet"); PG_RETURN_NULL(); }
-/* end idem_canonical */
-
-PG_FUNCTION_INFO_V1(idem_fingerprint);
-Datum idem_fingerprint(PG_FUNCTION_ARGS) { elog(ERROR, "idem_fingerprint is not written yet"); PG_RETURN_NULL(); }
-/* end idem_fingerprint */
-
-PG_FUNCTION_INFO_V1(idem_key);
-Datum idem_key(PG_FUNCTION_ARGS) { elog(ERROR, "idem_key is not written yet"); PG_RETURN_NULL(); }
-/* end idem_key */
-
-PG_FUNCTION_INFO_V1(idem_payment_key);
-Datum idem_payment_key(PG_FUNCTION_ARGS) { elog(ERROR, "idem_payment_key is not written yet"); PG_RETURN_NULL(); }
-/* end idem_payment_key */
-
-/* ---- owner: verify ---- */
-
-PG_FUNCTION_INFO_V1(idem_webhook_verify);
-Datum idem_webhook_verify(PG_FUNCTION_ARGS) { elog(ERROR, "idem_webhook_verify is not written yet"); PG_RETURN_NULL(); }
-/* end idem_webhook_verify */

@@ -236,12 +236,15 @@ store_take_row(IdemStore *st)
 
 /*
  * Read the newest version of the row of (a, b), waiting for a transaction
- * that is still writing it (or, with nowait, answering BUSY).  Under
+ * that is still writing it (or, with nowait, answering BUSY).  If the caller
+ * holds the key lock (locked), it is let go while waiting and held again on
+ * return.  Without the key lock the row read may change at any moment, so
+ * only answers that no writer can take back may be given from it.  Under
  * REPEATABLE READ and SERIALIZABLE a row this transaction's snapshot cannot
  * see raises serialization_failure, as INSERT ... ON CONFLICT does.
  */
 IdemFetch
-idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait)
+idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 {
 	ScanKeyData skey[2];
 	SnapshotData dirty;
@@ -274,8 +277,21 @@ idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait)
 			st->found = false;
 			return IDEM_FETCH_BUSY;
 		}
-		XactLockTableWait(xwait, st->heap, &st->slot->tts_tid, XLTW_None);
-		ExecClearTuple(st->slot);
+
+		/*
+		 * Wait for the writer without the key lock: it may need the lock
+		 * itself (to complete its claim) before it can end.
+		 */
+		{
+			ItemPointerData tid = st->slot->tts_tid;
+
+			ExecClearTuple(st->slot);
+			if (locked)
+				idem_store_unlock(st->which, a, b);
+			XactLockTableWait(xwait, st->heap, &tid, XLTW_None);
+			if (locked)
+				idem_store_lock(st->which, a, b, false);
+		}
 	}
 
 	store_take_row(st);
