@@ -28,6 +28,12 @@ is( $node->safe_psql(
 
 is( $node->safe_psql(
 		'postgres', q(
+	SELECT idem_fingerprint('{"amount": 100}') = idem_fingerprint('{"amount": 100.00}'),
+	       length(idem_key('a', 'b')), idem_payment_key('m1', 'o1', 10, 'USD') LIKE 'PAY_IDEM_%';)),
+	't|64|t', 'fingerprints and keys work');
+
+is( $node->safe_psql(
+		'postgres', q(
 	BEGIN;
 	SELECT count(idem_claim('np-old-' || i)) FROM generate_series(1, 3) i;
 	SELECT count(idem_complete('np-old-' || i)) FROM generate_series(1, 3) i;
