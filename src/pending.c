@@ -8,19 +8,3 @@
 
 #include "idem.h"
 
-/* ops: stats.c and purge_worker.c */
-void idem_stats_shmem_request(void) {}
-void idem_stats_shmem_startup(void) {}
-void idem_stats_count(IdemCounter counter, int64 n) {}
-void idem_stats_note_purge(TimestampTz when) {}
-void idem_purge_worker_register(void) {}
-
-/* ---- owner: ops ---- */
-
-PG_FUNCTION_INFO_V1(idem_stats_1_0);
-Datum idem_stats_1_0(PG_FUNCTION_ARGS) { elog(ERROR, "idem_stats_1_0 is not written yet"); PG_RETURN_NULL(); }
-/* end idem_stats_1_0 */
-
-PG_FUNCTION_INFO_V1(idem_stats_reset);
-Datum idem_stats_reset(PG_FUNCTION_ARGS) { elog(ERROR, "idem_stats_reset is not written yet"); PG_RETURN_NULL(); }
-/* end idem_stats_reset */
