@@ -119,6 +119,9 @@ SELECT state, attempt, checkpoint FROM idem_lookup('pay-10');
 SELECT token AS t11 FROM idem_claim('pay-11', lease => '1 s') \gset
 SELECT idem_checkpoint('pay-11', 'step-1', token => :t11, lease => '1 hour');
 SELECT status, retry_after > '50 min' AS lease_extended FROM idem_claim('pay-11');
+-- and never shortens it: a later checkpoint with a shorter lease keeps the hour
+SELECT idem_checkpoint('pay-11', 'step-2', token => :t11, lease => '1 s');
+SELECT status, retry_after > '50 min' AS lease_kept FROM idem_claim('pay-11');
 
 -- a lease that ran out with no takeover yet: the token still owns the key
 SELECT token AS t12 FROM idem_claim('pay-12', lease => '50 ms') \gset

@@ -444,6 +444,9 @@ finish_attempt(FinishKind kind, text *key, text *scope, bool has_token,
 			nulls[KEYS_CHECKPOINT] = false;
 			values[KEYS_CHECKPOINT_DATA] = payload;
 			nulls[KEYS_CHECKPOINT_DATA] = payload_null;
+			/* a checkpoint extends the lease, never shortens it */
+			if (!nulls[KEYS_LEASE_UNTIL])
+				lease_until = Max(lease_until, DatumGetTimestampTz(st.values[KEYS_LEASE_UNTIL]));
 			values[KEYS_LEASE_UNTIL] = TimestampTzGetDatum(lease_until);
 			nulls[KEYS_LEASE_UNTIL] = false;
 			if (lease_until > DatumGetTimestampTz(st.values[KEYS_EXPIRES_AT]))
