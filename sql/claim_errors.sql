@@ -101,6 +101,20 @@ SELECT pg_temp.err($$SELECT idem_complete('e-savepoint', '"x"')$$);
 COMMIT;
 SELECT state FROM idem_lookup('e-savepoint');
 
+-- a claim that replaced one of the same transaction inside a savepoint:
+-- rolling back to the savepoint brings the first claim back, in the row and
+-- in what the backend remembers, so it can still be completed
+BEGIN;
+SELECT status, attempt FROM idem_claim('e-nested');
+SAVEPOINT s;
+SELECT idem_fail('e-nested', '"retry"');
+SELECT status, attempt FROM idem_claim('e-nested');
+ROLLBACK TO SAVEPOINT s;
+SELECT state, attempt FROM idem_lookup('e-nested');
+SELECT pg_temp.err($$SELECT idem_complete('e-nested', '"first"')$$);
+COMMIT;
+SELECT state, attempt FROM idem_lookup('e-nested');
+
 -- a claim whose transaction committed is forgotten by the backend too
 BEGIN;
 SELECT status FROM idem_claim('e-committed');

@@ -149,12 +149,15 @@ claim_result(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 static void
 claim_write_attempt(IdemStore *st, IdemFetch fetched, TimestampTz now,
 					text *scope, text *key, bytea *fp, int64 token,
-					TimestampTz lease_until, TimestampTz expires_at,
+					const Interval *lease, const Interval *ttl,
 					Datum *out, bool *outnulls)
 {
 	Datum		values[KEYS_NATTS];
 	bool		nulls[KEYS_NATTS];
 	bool		fresh = (fetched != IDEM_FETCH_FOUND || row_expired(st, now));
+	/* from the time of the write: the claim may have waited for another */
+	TimestampTz lease_until = idem_after(now, lease, "lease");
+	TimestampTz expires_at = idem_after(now, ttl, "ttl");
 
 	if (fresh)
 	{
@@ -302,9 +305,9 @@ idem_claim(PG_FUNCTION_ARGS)
 	text	   *key = idem_arg_key(fcinfo, 0, "key");
 	bytea	   *fp = claim_arg_fingerprint(fcinfo, 1);
 	text	   *scope = idem_arg_scope(fcinfo, 2, "scope");
-	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz lease_until = idem_arg_interval_from(fcinfo, 3, "lease", idem_lease_secs, now);
-	TimestampTz expires_at = idem_arg_interval_from(fcinfo, 4, "ttl", idem_ttl_secs, now);
+	Interval   *lease = idem_arg_interval(fcinfo, 3, "lease", idem_lease_secs);
+	Interval   *ttl = idem_arg_interval(fcinfo, 4, "ttl", idem_ttl_secs);
+	TimestampTz now;
 	bool		nowait = PG_ARGISNULL(5) ? false : PG_GETARG_BOOL(5);
 	Datum		out[CLAIM_NATTS];
 	bool		outnulls[CLAIM_NATTS];
@@ -319,8 +322,8 @@ idem_claim(PG_FUNCTION_ARGS)
 
 	idem_store_open(&st, IDEM_KEYS, true);
 	fetched = idem_store_fetch(&st, scope, key, nowait, false);
-	/* the clock may have moved while the fetch waited */
-	now = Max(now, GetCurrentTimestamp());
+	/* after the fetch: it may have waited for another transaction */
+	now = GetCurrentTimestamp();
 	decision = claim_decide(&st, fetched, fp, now);
 
 	if (decision == DECIDE_TAKE)
@@ -346,7 +349,7 @@ idem_claim(PG_FUNCTION_ARGS)
 		int64		token = idem_store_next_token();
 
 		claim_write_attempt(&st, fetched, now, scope, key, fp, token,
-							lease_until, expires_at, out, outnulls);
+							lease, ttl, out, outnulls);
 		idem_claim_memory_add(scope, key, token);
 		counted = IDEM_STAT_CLAIMED;
 	}
@@ -404,19 +407,22 @@ finish_check_owner(IdemStore *st, IdemFetch fetched, TimestampTz now,
 static void
 finish_attempt(FinishKind kind, text *key, text *scope, bool has_token,
 			   int64 token, Datum payload, bool payload_null,
-			   text *phase, TimestampTz lease_until, const char *fname)
+			   text *phase, const Interval *lease, const char *fname)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz now;
+	TimestampTz lease_until;
 	Datum		values[KEYS_NATTS];
 	bool		nulls[KEYS_NATTS];
 	IdemStore	st;
 	IdemFetch	fetched;
 
 	claim_check_writable(fname);
-	idem_store_lock(IDEM_KEYS, scope, key, false);
+	/* the same order as idem_claim: table first, then the key lock */
 	idem_store_open(&st, IDEM_KEYS, true);
+	idem_store_lock(IDEM_KEYS, scope, key, false);
 	fetched = idem_store_fetch(&st, scope, key, false, true);
-	now = Max(now, GetCurrentTimestamp());
+	/* after the fetch: it may have waited for another transaction */
+	now = GetCurrentTimestamp();
 	finish_check_owner(&st, fetched, now, scope, key, has_token, token, fname);
 
 	memcpy(values, st.values, sizeof(values));
@@ -445,6 +451,7 @@ finish_attempt(FinishKind kind, text *key, text *scope, bool has_token,
 			values[KEYS_CHECKPOINT_DATA] = payload;
 			nulls[KEYS_CHECKPOINT_DATA] = payload_null;
 			/* a checkpoint extends the lease, never shortens it */
+			lease_until = idem_after(now, lease, "lease");
 			if (!nulls[KEYS_LEASE_UNTIL])
 				lease_until = Max(lease_until, DatumGetTimestampTz(st.values[KEYS_LEASE_UNTIL]));
 			values[KEYS_LEASE_UNTIL] = TimestampTzGetDatum(lease_until);
@@ -491,7 +498,7 @@ idem_complete(PG_FUNCTION_ARGS)
 	bool		has_token = finish_arg_token(fcinfo, 3, &token);
 
 	finish_attempt(FINISH_COMPLETE, key, scope, has_token, token,
-				   response, !has_response, NULL, 0, "idem_complete");
+				   response, !has_response, NULL, NULL, "idem_complete");
 	idem_stats_count(IDEM_STAT_COMPLETED, 1);
 	PG_RETURN_VOID();
 }
@@ -515,7 +522,7 @@ idem_fail(PG_FUNCTION_ARGS)
 	retryable = PG_GETARG_BOOL(2);
 
 	finish_attempt(retryable ? FINISH_RELEASE : FINISH_FAIL_FINAL, key, scope,
-				   has_token, token, error, !has_error, NULL, 0, "idem_fail");
+				   has_token, token, error, !has_error, NULL, NULL, "idem_fail");
 	idem_stats_count(IDEM_STAT_FAILED, 1);
 	PG_RETURN_VOID();
 }
@@ -531,11 +538,10 @@ idem_checkpoint(PG_FUNCTION_ARGS)
 	bool		has_data = finish_arg_json(fcinfo, 2, "data", &data);
 	int64		token = 0;
 	bool		has_token = finish_arg_token(fcinfo, 4, &token);
-	TimestampTz lease_until = idem_arg_interval_from(fcinfo, 5, "lease", idem_lease_secs,
-													 GetCurrentTimestamp());
+	Interval   *lease = idem_arg_interval(fcinfo, 5, "lease", idem_lease_secs);
 
 	finish_attempt(FINISH_CHECKPOINT, key, scope, has_token, token,
-				   data, !has_data, phase, lease_until, "idem_checkpoint");
+				   data, !has_data, phase, lease, "idem_checkpoint");
 	PG_RETURN_VOID();
 }
 

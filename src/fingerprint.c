@@ -124,7 +124,7 @@ sha256_update_utf8(IdemSha256 *h, const char *s, int len)
 static void
 canonical_string(StringInfo buf, const char *s, int len, StringInfo scratch)
 {
-#if PG_VERSION_NUM >= 170000
+#if PG_VERSION_NUM >= 180000
 	escape_json_with_len(buf, s, len);
 #else
 	/*

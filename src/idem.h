@@ -35,9 +35,9 @@ extern char *idem_database;
 /* Input checks shared by the SQL entry points (input.c) */
 extern text *idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what);
-extern TimestampTz idem_arg_interval_from(FunctionCallInfo fcinfo, int argno,
-										  const char *what, int default_secs,
-										  TimestampTz from);
+extern Interval *idem_arg_interval(FunctionCallInfo fcinfo, int argno,
+								   const char *what, int default_secs);
+extern TimestampTz idem_after(TimestampTz from, const Interval *iv, const char *what);
 extern void idem_check_json_size(Datum jsonb, const char *what);
 
 /* Operator counters in shared memory (stats.c) */

@@ -8,6 +8,7 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
+#include "common/int.h"
 #include "utils/fmgrprotos.h"
 
 #include "idem.h"
@@ -60,27 +61,18 @@ idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what)
 }
 
 /*
- * from + an interval argument (a lease or a ttl), or from + the setting when
- * the argument is NULL.  The interval must be positive.
+ * from + iv.  Intervals of days or months go through timestamptz_pl_interval
+ * (calendar arithmetic in the session's time zone); a plain duration is
+ * added directly, which is all a default lease or ttl needs.
  */
 TimestampTz
-idem_arg_interval_from(FunctionCallInfo fcinfo, int argno, const char *what,
-					   int default_secs, TimestampTz from)
+idem_after(TimestampTz from, const Interval *iv, const char *what)
 {
-	Interval   *iv;
 	TimestampTz result;
 
-	if (PG_ARGISNULL(argno))
-		return from + (TimestampTz) default_secs * USECS_PER_SEC;
-
-	iv = PG_GETARG_INTERVAL_P(argno);
-	/* double: months and days of a hostile interval overflow int64 */
-	if ((double) iv->month * DAYS_PER_MONTH * USECS_PER_DAY +
-		(double) iv->day * USECS_PER_DAY + (double) iv->time <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be positive", what)));
-
+	if (iv->month == 0 && iv->day == 0 &&
+		!pg_add_s64_overflow(from, iv->time, &result) && !TIMESTAMP_NOT_FINITE(result))
+		return result;
 	result = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 													 TimestampTzGetDatum(from),
 													 IntervalPGetDatum(iv)));
@@ -89,6 +81,34 @@ idem_arg_interval_from(FunctionCallInfo fcinfo, int argno, const char *what,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("%s is too long", what)));
 	return result;
+}
+
+/*
+ * A lease or ttl argument, or the setting when it is NULL.  It must be
+ * positive and must not run past the end of time; both are checked now, so
+ * that a bad interval fails before anything is written.  The caller adds it
+ * to the clock when it writes (a claim may wait for another one first).
+ */
+Interval *
+idem_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
+				  int default_secs)
+{
+	Interval   *iv;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (PG_ARGISNULL(argno))
+	{
+		iv = palloc0(sizeof(Interval));
+		iv->time = (TimeOffset) default_secs * USECS_PER_SEC;
+		return iv;
+	}
+	iv = PG_GETARG_INTERVAL_P(argno);
+	/* '1 month -30 days' is positive or not depending on the date: ask the calendar */
+	if (idem_after(now, iv, what) <= now)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive", what)));
+	return iv;
 }
 
 /* A response, error or checkpoint data: at most idem.max_response_size */

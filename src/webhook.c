@@ -34,8 +34,8 @@ idem_webhook(PG_FUNCTION_ARGS)
 {
 	text	   *source = idem_arg_scope(fcinfo, 0, "source");
 	text	   *event_id = idem_arg_key(fcinfo, 1, "event_id");
+	Interval   *ttl = idem_arg_interval(fcinfo, 2, "ttl", idem_webhook_ttl_secs);
 	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz expires_at = idem_arg_interval_from(fcinfo, 2, "ttl", idem_webhook_ttl_secs, now);
 	Datum		values[WEBHOOKS_NATTS];
 	bool		nulls[WEBHOOKS_NATTS] = {false};
 	IdemStore	st;
@@ -60,7 +60,7 @@ idem_webhook(PG_FUNCTION_ARGS)
 			values[WEBHOOKS_SOURCE] = PointerGetDatum(source);
 			values[WEBHOOKS_EVENT_ID] = PointerGetDatum(event_id);
 			values[WEBHOOKS_RECEIVED_AT] = TimestampTzGetDatum(now);
-			values[WEBHOOKS_EXPIRES_AT] = TimestampTzGetDatum(Max(expires_at, now));
+			values[WEBHOOKS_EXPIRES_AT] = TimestampTzGetDatum(idem_after(now, ttl, "ttl"));
 			/* an expired record is a delivery seen too long ago: it starts again */
 			if (fetched == IDEM_FETCH_FOUND)
 				idem_store_update(&st, values, nulls);

@@ -515,7 +515,8 @@ standard_secret_key(Slice secret, size_t *keylen)
 		secret.data += plen;
 		secret.len -= plen;
 	}
-	if (secret.len > 0 && secret.len <= PG_INT32_MAX / 2)
+	/* pg_b64_dec_len computes len * 3 in an int */
+	if (secret.len > 0 && secret.len <= PG_INT32_MAX / 3)
 	{
 		keymax = pg_b64_dec_len((int) secret.len);
 		key = palloc(keymax);
