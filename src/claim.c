@@ -400,15 +400,47 @@ finish_check_owner(IdemStore *st, IdemFetch fetched, TimestampTz now,
 						   DatumGetInt32(st->values[KEYS_ATTEMPT]))));
 }
 
+/* The arguments idem_complete, idem_fail and idem_checkpoint share */
+typedef struct FinishArgs
+{
+	text	   *key;
+	text	   *scope;
+	bool		has_token;
+	int64		token;
+	bool		payload_null;
+	Datum		payload;		/* response, error or checkpoint data */
+} FinishArgs;
+
+/*
+ * Read and check the shared arguments: key first, then the jsonb payload
+ * (size-checked), scope and token at the positions of the function.
+ */
+static void
+finish_args(FunctionCallInfo fcinfo, int payload_argno, const char *payload_what,
+			int scope_argno, int token_argno, FinishArgs *args)
+{
+	args->key = idem_arg_key(fcinfo, 0, "key");
+	args->scope = idem_arg_scope(fcinfo, scope_argno, "scope");
+	args->payload_null = PG_ARGISNULL(payload_argno);
+	args->payload = args->payload_null ? (Datum) 0 : PG_GETARG_DATUM(payload_argno);
+	if (!args->payload_null)
+		idem_check_json_size(args->payload, payload_what);
+	args->has_token = !PG_ARGISNULL(token_argno);
+	args->token = args->has_token ? PG_GETARG_INT64(token_argno) : 0;
+}
+
 /*
  * Shared body of idem_complete, idem_fail and idem_checkpoint: lock the key,
  * check the caller owns the attempt, and write the row's new state.
  */
 static void
-finish_attempt(FinishKind kind, text *key, text *scope, bool has_token,
-			   int64 token, Datum payload, bool payload_null,
-			   text *phase, const Interval *lease, const char *fname)
+finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
+			   const Interval *lease, const char *fname)
 {
+	text	   *key = args->key;
+	text	   *scope = args->scope;
+	Datum		payload = args->payload;
+	bool		payload_null = args->payload_null;
 	TimestampTz now;
 	TimestampTz lease_until;
 	Datum		values[KEYS_NATTS];
@@ -423,7 +455,7 @@ finish_attempt(FinishKind kind, text *key, text *scope, bool has_token,
 	fetched = idem_store_fetch(&st, scope, key, false, true);
 	/* after the fetch: it may have waited for another transaction */
 	now = GetCurrentTimestamp();
-	finish_check_owner(&st, fetched, now, scope, key, has_token, token, fname);
+	finish_check_owner(&st, fetched, now, scope, key, args->has_token, args->token, fname);
 
 	memcpy(values, st.values, sizeof(values));
 	memcpy(nulls, st.nulls, sizeof(nulls));
@@ -465,40 +497,14 @@ finish_attempt(FinishKind kind, text *key, text *scope, bool has_token,
 	idem_store_unlock(IDEM_KEYS, scope, key);
 }
 
-/* The optional token argument */
-static bool
-finish_arg_token(FunctionCallInfo fcinfo, int argno, int64 *token)
-{
-	if (PG_ARGISNULL(argno))
-		return false;
-	*token = PG_GETARG_INT64(argno);
-	return true;
-}
-
-/* The optional jsonb payload argument, size-checked */
-static bool
-finish_arg_json(FunctionCallInfo fcinfo, int argno, const char *what, Datum *value)
-{
-	if (PG_ARGISNULL(argno))
-		return false;
-	*value = PG_GETARG_DATUM(argno);
-	idem_check_json_size(*value, what);
-	return true;
-}
-
 /* idem_complete(key, response, scope, token): finish the attempt */
 Datum
 idem_complete(PG_FUNCTION_ARGS)
 {
-	text	   *key = idem_arg_key(fcinfo, 0, "key");
-	text	   *scope = idem_arg_scope(fcinfo, 2, "scope");
-	Datum		response = (Datum) 0;
-	bool		has_response = finish_arg_json(fcinfo, 1, "response", &response);
-	int64		token = 0;
-	bool		has_token = finish_arg_token(fcinfo, 3, &token);
+	FinishArgs	args;
 
-	finish_attempt(FINISH_COMPLETE, key, scope, has_token, token,
-				   response, !has_response, NULL, NULL, "idem_complete");
+	finish_args(fcinfo, 1, "response", 2, 3, &args);
+	finish_attempt(FINISH_COMPLETE, &args, NULL, NULL, "idem_complete");
 	idem_stats_count(IDEM_STAT_COMPLETED, 1);
 	PG_RETURN_VOID();
 }
@@ -507,22 +513,15 @@ idem_complete(PG_FUNCTION_ARGS)
 Datum
 idem_fail(PG_FUNCTION_ARGS)
 {
-	text	   *key = idem_arg_key(fcinfo, 0, "key");
-	text	   *scope = idem_arg_scope(fcinfo, 3, "scope");
-	Datum		error = (Datum) 0;
-	bool		has_error = finish_arg_json(fcinfo, 1, "error", &error);
-	int64		token = 0;
-	bool		has_token = finish_arg_token(fcinfo, 4, &token);
-	bool		retryable;
+	FinishArgs	args;
 
+	finish_args(fcinfo, 1, "error", 3, 4, &args);
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("retryable must not be null")));
-	retryable = PG_GETARG_BOOL(2);
-
-	finish_attempt(retryable ? FINISH_RELEASE : FINISH_FAIL_FINAL, key, scope,
-				   has_token, token, error, !has_error, NULL, NULL, "idem_fail");
+	finish_attempt(PG_GETARG_BOOL(2) ? FINISH_RELEASE : FINISH_FAIL_FINAL, &args,
+				   NULL, NULL, "idem_fail");
 	idem_stats_count(IDEM_STAT_FAILED, 1);
 	PG_RETURN_VOID();
 }
@@ -531,17 +530,14 @@ idem_fail(PG_FUNCTION_ARGS)
 Datum
 idem_checkpoint(PG_FUNCTION_ARGS)
 {
-	text	   *key = idem_arg_key(fcinfo, 0, "key");
-	text	   *phase = idem_arg_key(fcinfo, 1, "phase");
-	text	   *scope = idem_arg_scope(fcinfo, 3, "scope");
-	Datum		data = (Datum) 0;
-	bool		has_data = finish_arg_json(fcinfo, 2, "data", &data);
-	int64		token = 0;
-	bool		has_token = finish_arg_token(fcinfo, 4, &token);
-	Interval   *lease = idem_arg_interval(fcinfo, 5, "lease", idem_lease_secs);
+	FinishArgs	args;
+	text	   *phase;
+	Interval   *lease;
 
-	finish_attempt(FINISH_CHECKPOINT, key, scope, has_token, token,
-				   data, !has_data, phase, lease, "idem_checkpoint");
+	finish_args(fcinfo, 2, "data", 3, 4, &args);
+	phase = idem_arg_key(fcinfo, 1, "phase");
+	lease = idem_arg_interval(fcinfo, 5, "lease", idem_lease_secs);
+	finish_attempt(FINISH_CHECKPOINT, &args, phase, lease, "idem_checkpoint");
 	PG_RETURN_VOID();
 }
 

@@ -13,9 +13,9 @@
 
 #include "idem.h"
 
-/* A key or event id: not NULL, 1 to 255 bytes */
-text *
-idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what)
+/* A text argument: not NULL, at most 255 bytes, and not empty if need be */
+static text *
+input_text(FunctionCallInfo fcinfo, int argno, const char *what, bool may_be_empty)
 {
 	text	   *t;
 	Size		len;
@@ -23,10 +23,11 @@ idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what)
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
+				 errmsg("%s must not be null", what),
+				 may_be_empty ? errhint("Use the empty string for the default %s.", what) : 0));
 	t = PG_GETARG_TEXT_PP(argno);
 	len = VARSIZE_ANY_EXHDR(t);
-	if (len == 0)
+	if (len == 0 && !may_be_empty)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty", what)));
@@ -38,26 +39,18 @@ idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what)
 	return t;
 }
 
+/* A key or event id: not NULL, 1 to 255 bytes */
+text *
+idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	return input_text(fcinfo, argno, what, false);
+}
+
 /* A scope or source: not NULL, at most 255 bytes, may be empty */
 text *
 idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what)
 {
-	text	   *t;
-	Size		len;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what),
-				 errhint("Use the empty string for the default %s.", what)));
-	t = PG_GETARG_TEXT_PP(argno);
-	len = VARSIZE_ANY_EXHDR(t);
-	if (len > IDEM_MAX_KEY_BYTES)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("%s is too long", what),
-				 errdetail("It is %zu bytes; the limit is %d.", len, IDEM_MAX_KEY_BYTES)));
-	return t;
+	return input_text(fcinfo, argno, what, true);
 }
 
 /*
