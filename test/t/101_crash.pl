@@ -19,6 +19,7 @@ idem.purge_interval = 0
 restart_after_crash = on
 max_prepared_transactions = 5
 max_connections = 40
+log_statement = none
 ));
 $node->start;
 

@@ -18,6 +18,7 @@ $primary->append_conf(
 shared_preload_libraries = 'idem'
 idem.purge_interval = 0
 max_connections = 30
+log_statement = none
 ));
 $primary->start;
 

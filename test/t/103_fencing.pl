@@ -196,7 +196,8 @@ $stale->quit;
 # which roll back, or in two phases (the takeover commits, then a call to
 # the gateway takes 50 ms).  Stale
 # workers keep calling complete, fail or checkpoint with the tokens of the
-# first attempts, and log what they were told.
+# first attempts (of random keys, and of keys a fresh worker holds at that
+# moment), and log what they were told.
 sql(q{
 CREATE TABLE old_tokens (key text PRIMARY KEY, token bigint NOT NULL);
 CREATE TABLE ledger (key text NOT NULL, token bigint NOT NULL);
@@ -251,7 +252,8 @@ ok($node->poll_query_until('postgres',
 my $fresh = $node->basedir . '/fresh.sql';
 my $fresh2 = $node->basedir . '/fresh_two_phase.sql';
 my $stale_script = $node->basedir . '/stale.sql';
-unlink $fresh, $fresh2, $stale_script;
+my $stale_inflight = $node->basedir . '/stale_inflight.sql';
+unlink $fresh, $fresh2, $stale_script, $stale_inflight;
 append_to_file(
 	$fresh, q{\set k random(1, 1000)
 \set rollback random(0, 3)
@@ -278,11 +280,17 @@ append_to_file(
 \set op random(1, 3)
 SELECT stale('p-' || :k, :op);
 });
+# stale workers of keys that a fresh worker holds right now (two-phase)
+append_to_file(
+	$stale_inflight, q{\set op random(1, 3)
+SELECT stale(key, :op) FROM idem.keys
+WHERE key LIKE 'p-%' AND state = 'processing' AND attempt = 2 LIMIT 1;
+});
 my ($out, $err) = ('', '');
 my $h = IPC::Run::run(
 	[
 		'pgbench', '-n', '-c', 6, '-j', 2, '-T', 3,
-		'-f', $fresh, '-f', $fresh2, '-f', "$stale_script\@2",
+		'-f', $fresh, '-f', $fresh2, '-f', "$stale_script\@2", '-f', $stale_inflight,
 		'-h', $node->host, '-p', $node->port, 'postgres'
 	],
 	'>', \$out, '2>', \$err);
