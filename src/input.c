@@ -73,6 +73,18 @@ idem_after(TimestampTz from, const Interval *iv, const char *what)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("%s is too long", what)));
+
+	/*
+	 * Months and days of opposite signs can pass the check above and still
+	 * end in the past: '-12 months +360 days' is positive in 30-day months
+	 * but five days back on the calendar.  A ttl like that would let a
+	 * completed payment be charged again at once.
+	 */
+	if (result <= from)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive", what),
+				 errdetail("Added to the current time, it ends at or before the current time.")));
 	return result;
 }
 
