@@ -109,7 +109,8 @@ idem_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
 	}
 	iv = PG_GETARG_INTERVAL_P(argno);
 	/* '1 month -30 days' is positive or not depending on the date: ask the calendar */
-	if (idem_after(now, iv, what) <= now)
+	if ((iv->month <= 0 && iv->day <= 0 && iv->time <= 0) ||
+		idem_after(now, iv, what) <= now)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be positive", what)));

@@ -446,7 +446,8 @@ $family = 'interval';
 		'-178000000 years' => 'err:22023', '-2147483648 months' => 'err:22023',
 		'-2147483648 days -2147483648 months' => 'err:22023',
 		'1 month -30 days' => 'err:22023', '1 month -31 days' => 'err:22023',
-		'12 months -360 days' => 'err:22023',
+		# on the calendar a year is at least 365 days: this is 5 or 6 days
+		'12 months -360 days' => 'ok',
 		'-1 day +24 hours' => 'err:22023',
 		# a year is 365 or 366 days, so this ends days before now, whatever
 		# the date, although 12 "months" of 30 days would make it positive
