@@ -19,6 +19,9 @@ PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers $(if $(CI),-Werror)
 EXTRA_CLEAN = tmp_check results regression.diffs regression.out output_iso
 
+# PGXS tracks no header dependencies: every object depends on every header.
+$(OBJS): $(wildcard src/*.h)
+
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 ifeq ($(PGXS),)
 # No server headers yet: only the set-up targets below can run.

@@ -129,15 +129,25 @@ claim_arg_fingerprint(FunctionCallInfo fcinfo, int argno)
 	return fp;
 }
 
-/* Build idem_claim's result row */
+/*
+ * Build idem_claim's result row.  Its descriptor is built once per call
+ * site and kept in fn_extra: building it reads the catalog every time.
+ */
 static Datum
 claim_result(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 {
-	TupleDesc	tupdesc;
+	TupleDesc	tupdesc = (TupleDesc) fcinfo->flinfo->fn_extra;
 
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	tupdesc = BlessTupleDesc(tupdesc);
+	if (tupdesc == NULL)
+	{
+		MemoryContext oldcontext = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+
+		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type must be a row type");
+		tupdesc = BlessTupleDesc(tupdesc);
+		fcinfo->flinfo->fn_extra = tupdesc;
+		MemoryContextSwitchTo(oldcontext);
+	}
 	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
 }
 
@@ -350,7 +360,7 @@ idem_claim(PG_FUNCTION_ARGS)
 
 		claim_write_attempt(&st, fetched, now, scope, key, fp, token,
 							lease, ttl, out, outnulls);
-		idem_claim_memory_add(scope, key, token);
+		idem_claim_memory_add(scope, key, token, &st.written);
 		counted = IDEM_STAT_CLAIMED;
 	}
 	else
@@ -385,7 +395,7 @@ finish_check_owner(IdemStore *st, IdemFetch fetched, TimestampTz now,
 				(errcode(ERRCODE_IDEM_ALREADY_FINISHED),
 				 errmsg("%s: key \"%s\" is already finished", fname, text_to_cstring(key)),
 				 errdetail("Its state is %s.", TextDatumGetCString(st->values[KEYS_STATE]))));
-	if (!has_token && !idem_claim_memory_find(scope, key, &token))
+	if (!has_token && !idem_claim_memory_find(scope, key, &token, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEM_TOKEN_REQUIRED),
 				 errmsg("%s: key \"%s\" was not claimed in this transaction", fname, text_to_cstring(key)),
@@ -429,6 +439,42 @@ finish_args(FunctionCallInfo fcinfo, int payload_argno, const char *payload_what
 	args->token = args->has_token ? PG_GETARG_INT64(token_argno) : 0;
 }
 
+/* Does the text datum hold exactly these bytes? */
+static bool
+text_datum_equals(Datum d, text *t)
+{
+	text	   *dt = DatumGetTextPP(d);
+
+	return VARSIZE_ANY_EXHDR(dt) == VARSIZE_ANY_EXHDR(t) &&
+		memcmp(VARDATA_ANY(dt), VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)) == 0;
+}
+
+/*
+ * Read the row of a claim this transaction made, by the address the claim
+ * memory keeps, if the call is about that claim (no token, or its token) and
+ * the row is still the one the claim wrote.  That is the in-transaction way
+ * of using a key, and it then needs neither an index probe nor the key lock.
+ */
+static bool
+finish_own_claim(IdemStore *st, FinishArgs *args)
+{
+	int64		token;
+	ItemPointerData tid;
+
+	if (!idem_claim_memory_find(args->scope, args->key, &token, &tid) ||
+		(args->has_token && args->token != token))
+		return false;
+	if (!idem_store_fetch_own(st, &tid))
+		return false;
+	if (DatumGetInt64(st->values[KEYS_TOKEN]) == token &&
+		text_datum_equals(st->values[KEYS_KEY], args->key) &&
+		text_datum_equals(st->values[KEYS_SCOPE], args->scope))
+		return true;
+	ExecClearTuple(st->slot);
+	st->found = false;
+	return false;
+}
+
 /*
  * Shared body of idem_complete, idem_fail and idem_checkpoint: lock the key,
  * check the caller owns the attempt, and write the row's new state.
@@ -441,6 +487,7 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 	text	   *scope = args->scope;
 	Datum		payload = args->payload;
 	bool		payload_null = args->payload_null;
+	bool		locked;
 	TimestampTz now;
 	TimestampTz lease_until;
 	Datum		values[KEYS_NATTS];
@@ -449,10 +496,20 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 	IdemFetch	fetched;
 
 	claim_check_writable(fname);
-	/* the same order as idem_claim: table first, then the key lock */
 	idem_store_open(&st, IDEM_KEYS, true);
-	idem_store_lock(IDEM_KEYS, scope, key, false);
-	fetched = idem_store_fetch(&st, scope, key, false, true);
+	if (finish_own_claim(&st, args))
+	{
+		/* this transaction's claim, where it left it: no lock to take */
+		fetched = IDEM_FETCH_FOUND;
+		locked = false;
+	}
+	else
+	{
+		/* the same order as idem_claim: table first, then the key lock */
+		idem_store_lock(IDEM_KEYS, scope, key, false);
+		fetched = idem_store_fetch(&st, scope, key, false, true);
+		locked = true;
+	}
 	/* after the fetch: it may have waited for another transaction */
 	now = GetCurrentTimestamp();
 	finish_check_owner(&st, fetched, now, scope, key, args->has_token, args->token, fname);
@@ -493,8 +550,10 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 			break;
 	}
 	idem_store_update(&st, values, nulls);
+	idem_claim_memory_moved(scope, key, &st.written);
 	idem_store_close(&st);
-	idem_store_unlock(IDEM_KEYS, scope, key);
+	if (locked)
+		idem_store_unlock(IDEM_KEYS, scope, key);
 }
 
 /* idem_complete(key, response, scope, token): finish the attempt */

@@ -29,6 +29,7 @@ typedef struct ClaimEntry
 {
 	ClaimName  *name;			/* hash key: a pointer, hashed by content */
 	int64		token;
+	ItemPointerData tid;		/* where the claim's row is now */
 	SubTransactionId subid;		/* subtransaction that made the claim */
 	struct ClaimEntry *replaced;	/* the claim before it, if any */
 } ClaimEntry;
@@ -114,6 +115,7 @@ claim_memory_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			ClaimEntry *before = entry->replaced;
 
 			entry->token = before->token;
+			entry->tid = before->tid;
 			entry->subid = before->subid;
 			entry->replaced = before->replaced;
 		}
@@ -130,9 +132,9 @@ idem_claim_memory_init(void)
 	RegisterSubXactCallback(claim_memory_subxact_callback, NULL);
 }
 
-/* Remember that the current (sub)transaction claimed (scope, key) */
+/* Remember that the current (sub)transaction claimed (scope, key), at tid */
 void
-idem_claim_memory_add(text *scope, text *key, int64 token)
+idem_claim_memory_add(text *scope, text *key, int64 token, ItemPointer tid)
 {
 	MemoryContext oldcontext = MemoryContextSwitchTo(TopTransactionContext);
 	ClaimName  *name = claim_name(scope, key);
@@ -165,24 +167,50 @@ idem_claim_memory_add(text *scope, text *key, int64 token)
 	else if (!found)
 		entry->replaced = NULL;
 	entry->token = token;
+	entry->tid = *tid;
 	entry->subid = GetCurrentSubTransactionId();
 	MemoryContextSwitchTo(oldcontext);
 }
 
-/* The token of this transaction's claim of (scope, key), if it made one */
-bool
-idem_claim_memory_find(text *scope, text *key, int64 *token)
+/* The entry of this transaction's claim of (scope, key), or NULL */
+static ClaimEntry *
+claim_memory_entry(text *scope, text *key)
 {
 	ClaimName  *name;
 	ClaimEntry *entry;
 
 	if (claims == NULL)
-		return false;
+		return NULL;
 	name = claim_name(scope, key);
 	entry = hash_search(claims, &name, HASH_FIND, NULL);
 	pfree(name);
+	return entry;
+}
+
+/*
+ * The token of this transaction's claim of (scope, key), and where its row
+ * is (tid may be NULL), if this transaction made one.
+ */
+bool
+idem_claim_memory_find(text *scope, text *key, int64 *token, ItemPointer tid)
+{
+	ClaimEntry *entry = claim_memory_entry(scope, key);
+
 	if (entry == NULL)
 		return false;
 	*token = entry->token;
+	if (tid != NULL)
+		*tid = entry->tid;
 	return true;
+}
+
+/* The row of this transaction's claim of (scope, key) moved to tid */
+void
+idem_claim_memory_moved(text *scope, text *key, ItemPointer tid)
+{
+	ClaimEntry *entry = claim_memory_entry(scope, key);
+
+	/* a move in a subtransaction that rolls back leaves a stale tid: harmless */
+	if (entry != NULL)
+		entry->tid = *tid;
 }

@@ -9,6 +9,7 @@
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "storage/itemptr.h"
 #include "utils/timestamp.h"
 
 /*
@@ -65,8 +66,11 @@ extern void idem_purge_worker_register(void);
 
 /* Per-transaction memory of claims (claim_memory.c) */
 extern void idem_claim_memory_init(void);
-extern void idem_claim_memory_add(text *scope, text *key, int64 token);
-extern bool idem_claim_memory_find(text *scope, text *key, int64 *token);
+extern void idem_claim_memory_add(text *scope, text *key, int64 token,
+								  ItemPointer tid);
+extern bool idem_claim_memory_find(text *scope, text *key, int64 *token,
+								   ItemPointer tid);
+extern void idem_claim_memory_moved(text *scope, text *key, ItemPointer tid);
 
 /*
  * Fingerprints, deterministic keys and ISO 4217 currencies (fingerprint.c,

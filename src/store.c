@@ -158,6 +158,7 @@ idem_store_open(IdemStore *st, IdemTable which, bool write)
 				 errdetail("idem needs a heap table with exactly the columns of its install script.")));
 	st->pkey = index_open(oids.pkey[which], lockmode);
 	st->slot = table_slot_create(st->heap, NULL);
+	st->scan = NULL;
 	st->found = false;
 	st->own = false;
 	st->values = NULL;
@@ -168,6 +169,8 @@ idem_store_open(IdemStore *st, IdemTable which, bool write)
 void
 idem_store_close(IdemStore *st)
 {
+	if (st->scan != NULL)
+		index_endscan(st->scan);
 	ExecDropSingleTupleTableSlot(st->slot);
 	index_close(st->pkey, NoLock);
 	table_close(st->heap, NoLock);
@@ -247,28 +250,25 @@ IdemFetch
 idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 {
 	ScanKeyData skey[2];
-	SnapshotData dirty;
 
 	store_scankeys(st, skey, a, b);
+	/* one scan serves every fetch of the call: a claim reads twice */
+	if (st->scan == NULL)
+		st->scan = index_beginscan(st->heap, st->pkey, &st->dirty, 2, 0);
 	for (;;)
 	{
-		IndexScanDesc scan;
 		TransactionId xwait = InvalidTransactionId;
 		bool		found;
 
-		InitDirtySnapshot(dirty);
-		scan = index_beginscan(st->heap, st->pkey, &dirty, 2, 0);
-		index_rescan(scan, skey, 2, NULL, 0);
-		found = index_getnext_slot(scan, ForwardScanDirection, st->slot);
-		if (found)
-			xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
-		index_endscan(scan);
-
+		InitDirtySnapshot(st->dirty);
+		index_rescan(st->scan, skey, 2, NULL, 0);
+		found = index_getnext_slot(st->scan, ForwardScanDirection, st->slot);
 		if (!found)
 		{
 			st->found = false;
 			return IDEM_FETCH_NONE;
 		}
+		xwait = TransactionIdIsValid(st->dirty.xmin) ? st->dirty.xmin : st->dirty.xmax;
 		if (!TransactionIdIsValid(xwait))
 			break;
 		if (nowait)
@@ -279,13 +279,15 @@ idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 		}
 
 		/*
-		 * Wait for the writer without the key lock: it may need the lock
-		 * itself (to complete its claim) before it can end.
+		 * Wait for the writer without the key lock (it may need the lock
+		 * itself, to complete its claim, before it can end) and without
+		 * buffer pins (the rescan drops the scan's).
 		 */
 		{
 			ItemPointerData tid = st->slot->tts_tid;
 
 			ExecClearTuple(st->slot);
+			index_rescan(st->scan, skey, 2, NULL, 0);
 			if (locked)
 				idem_store_unlock(st->which, a, b);
 			XactLockTableWait(xwait, st->heap, &tid, XLTW_None);
@@ -302,6 +304,26 @@ idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 				 errmsg("could not serialize access due to concurrent update"),
 				 errdetail("Another transaction wrote this key after this transaction's snapshot was taken.")));
 	return IDEM_FETCH_FOUND;
+}
+
+/*
+ * Read, by its address, a row this transaction wrote and has not replaced
+ * since.  No other transaction can write such a row before this one ends
+ * (it would wait for it), so no key lock is needed to read and replace it.
+ * False if the row is not that (replaced, rolled back, or someone else's).
+ */
+bool
+idem_store_fetch_own(IdemStore *st, ItemPointer tid)
+{
+	InitDirtySnapshot(st->dirty);
+	if (!table_tuple_fetch_row_version(st->heap, tid, &st->dirty, st->slot))
+		return false;
+	store_take_row(st);
+	if (st->own && !TransactionIdIsValid(st->dirty.xmax))
+		return true;
+	ExecClearTuple(st->slot);
+	st->found = false;
+	return false;
 }
 
 /* Read the row of (a, b) visible to the active snapshot, without locking */
@@ -392,6 +414,7 @@ idem_store_insert(IdemStore *st, Datum *values, bool *nulls)
 	HeapTuple	tup = heap_form_tuple(RelationGetDescr(st->heap), values, nulls);
 
 	heap_insert(st->heap, tup, GetCurrentCommandId(true), 0, NULL);
+	st->written = tup->t_self;
 	store_insert_index_entries(st->heap, tup, false, NULL, false);
 	heap_freetuple(tup);
 	/* later calls of this transaction, even in this statement, see it */
@@ -462,6 +485,7 @@ idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 		elog(ERROR, "unexpected heap_update status %u on idem.%s",
 			 result, heap_names[st->which]);
 
+	st->written = tup->t_self;
 	if (new_index_entries)
 		store_insert_index_entries(st->heap, tup, true, modified, only_summarizing);
 	bms_free(modified);

@@ -8,9 +8,11 @@
 #ifndef IDEM_STORE_H
 #define IDEM_STORE_H
 
+#include "access/genam.h"
 #include "access/htup.h"
 #include "executor/tuptable.h"
 #include "utils/rel.h"
+#include "utils/snapshot.h"
 
 typedef enum IdemTable
 {
@@ -55,11 +57,14 @@ typedef struct IdemStore
 	IdemTable	which;
 	Relation	heap;
 	Relation	pkey;
+	IndexScanDesc scan;			/* primary key probe, reused by every fetch */
+	SnapshotData dirty;			/* its snapshot */
 	TupleTableSlot *slot;
 	bool		found;
 	bool		own;			/* the row was written by this transaction */
 	Datum	   *values;			/* the found row, deformed (slot memory) */
 	bool	   *nulls;
+	ItemPointerData written;	/* where the last insert or update put the row */
 } IdemStore;
 
 typedef enum IdemFetch
@@ -76,6 +81,7 @@ extern void idem_store_unlock(IdemTable which, text *a, text *b);
 extern IdemFetch idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait,
 								  bool locked);
 extern bool idem_store_fetch_visible(IdemStore *st, text *a, text *b);
+extern bool idem_store_fetch_own(IdemStore *st, ItemPointer tid);
 extern void idem_store_insert(IdemStore *st, Datum *values, bool *nulls);
 extern void idem_store_update(IdemStore *st, Datum *values, bool *nulls);
 extern int64 idem_store_next_token(void);
