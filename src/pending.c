@@ -17,33 +17,12 @@ void idem_purge_worker_register(void) {}
 
 /* ---- owner: core ---- */
 
-PG_FUNCTION_INFO_V1(idem_claim);
-Datum idem_claim(PG_FUNCTION_ARGS) { elog(ERROR, "idem_claim is not written yet"); PG_RETURN_NULL(); }
-/* end idem_claim */
 
-PG_FUNCTION_INFO_V1(idem_complete);
-Datum idem_complete(PG_FUNCTION_ARGS) { elog(ERROR, "idem_complete is not written yet"); PG_RETURN_NULL(); }
-/* end idem_complete */
 
-PG_FUNCTION_INFO_V1(idem_fail);
-Datum idem_fail(PG_FUNCTION_ARGS) { elog(ERROR, "idem_fail is not written yet"); PG_RETURN_NULL(); }
-/* end idem_fail */
 
-PG_FUNCTION_INFO_V1(idem_checkpoint);
-Datum idem_checkpoint(PG_FUNCTION_ARGS) { elog(ERROR, "idem_checkpoint is not written yet"); PG_RETURN_NULL(); }
-/* end idem_checkpoint */
 
-PG_FUNCTION_INFO_V1(idem_lookup);
-Datum idem_lookup(PG_FUNCTION_ARGS) { elog(ERROR, "idem_lookup is not written yet"); PG_RETURN_NULL(); }
-/* end idem_lookup */
 
-PG_FUNCTION_INFO_V1(idem_webhook);
-Datum idem_webhook(PG_FUNCTION_ARGS) { elog(ERROR, "idem_webhook is not written yet"); PG_RETURN_NULL(); }
-/* end idem_webhook */
 
-PG_FUNCTION_INFO_V1(idem_purge);
-Datum idem_purge(PG_FUNCTION_ARGS) { elog(ERROR, "idem_purge is not written yet"); PG_RETURN_NULL(); }
-/* end idem_purge */
 
 /* ---- owner: fingerprint ---- */
 

@@ -1,0 +1,102 @@
+/*
+ * purge.c
+ *		idem_purge: delete expired keys and webhook records in one batch.
+ *
+ * Called by the purge worker, by pg_cron, or by hand.  It walks each
+ * table's expires_at index up to now and deletes what it may: a row whose
+ * key a live transaction holds or is writing is skipped (the next pass gets
+ * it), and a processing row whose lease has not run out is never removed.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "idem.h"
+#include "store.h"
+
+PG_FUNCTION_INFO_V1(idem_purge);
+
+/* Is this expired row of idem.keys still held by a live lease? */
+static bool
+purge_lease_live(TupleTableSlot *slot, TimestampTz now)
+{
+	bool		isnull;
+	Datum		lease = slot_getattr(slot, KEYS_LEASE_UNTIL + 1, &isnull);
+
+	return !isnull && DatumGetTimestampTz(lease) > now;
+}
+
+/* Delete up to limit expired rows of one table; returns how many */
+static int64
+purge_table(IdemTable which, TimestampTz now, int64 limit)
+{
+	Relation	heap = table_open(idem_store_index_oid(which, "heap"), RowExclusiveLock);
+	Relation	index = index_open(idem_store_index_oid(which, "expires"), RowExclusiveLock);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	IndexScanDesc scan;
+	ScanKeyData skey;
+	int64		deleted = 0;
+
+	ScanKeyInit(&skey, 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE,
+				TimestampTzGetDatum(now));
+	scan = index_beginscan(heap, index, GetActiveSnapshot(), 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	while (deleted < limit && index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		text	   *a;
+		text	   *b;
+
+		CHECK_FOR_INTERRUPTS();
+		if (which == IDEM_KEYS && purge_lease_live(slot, now))
+			continue;
+		a = DatumGetTextPP(slot_getattr(slot, 1, &isnull));
+		b = DatumGetTextPP(slot_getattr(slot, 2, &isnull));
+		if (idem_store_delete_expired(which, heap, &slot->tts_tid, a, b))
+			deleted++;
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	return deleted;
+}
+
+/* idem_purge(batch_size): delete expired rows, at most batch_size; returns how many */
+Datum
+idem_purge(PG_FUNCTION_ARGS)
+{
+	int64		limit = idem_purge_batch_size;
+	TimestampTz now = GetCurrentTimestamp();
+	int64		deleted;
+
+	if (!PG_ARGISNULL(0))
+	{
+		limit = PG_GETARG_INT32(0);
+		if (limit <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("batch_size must be positive")));
+	}
+	PreventCommandIfReadOnly("idem_purge()");
+	PreventCommandDuringRecovery("idem_purge()");
+
+	deleted = purge_table(IDEM_KEYS, now, limit);
+	if (deleted < limit)
+		deleted += purge_table(IDEM_WEBHOOKS, now, limit - deleted);
+	if (deleted > 0)
+		CommandCounterIncrement();
+
+	idem_stats_count(IDEM_STAT_PURGED, deleted);
+	idem_stats_note_purge(now);
+	PG_RETURN_INT64(deleted);
+}

@@ -1,0 +1,478 @@
+/*
+ * store.c
+ *		Direct access to idem's tables under a short per-key lock.
+ *
+ * Every call that writes a key first takes a heavyweight lock on a hash of
+ * (scope, key), reads the newest version of the row through the primary key
+ * with a dirty snapshot (waiting for any other transaction that is still
+ * writing it), decides, writes, and releases the key lock.  The lock only
+ * makes "read, decide, write" atomic; a second claimer of an uncommitted
+ * claim finds the first one's row with an in-progress xmin and waits on
+ * that transaction, exactly as a unique index makes INSERT wait.  Holding
+ * the key lock no longer than one call keeps the lock table small however
+ * many keys a transaction claims.
+ *
+ * Rows are read and written with heap and index calls rather than SPI: the
+ * claim path is what every payment runs, and the executor's per-statement
+ * set-up would cost more than the work itself.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "commands/sequence.h"
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "nodes/bitmapset.h"
+#include "storage/lmgr.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+
+#include "idem.h"
+#include "store.h"
+
+/*
+ * locktag_field4 of idem's key locks.  PostgreSQL's own advisory locks use 1
+ * and 2 there, so these never meet pg_advisory_lock() calls; in pg_locks they
+ * show as locktype advisory with objsubid 7649 (keys) or 7650 (webhooks).
+ */
+#define IDEM_LOCK_KEYS		0x1DE1
+#define IDEM_LOCK_WEBHOOKS	0x1DE2
+
+/* OIDs of idem's relations in this database, resolved once and cached */
+typedef struct StoreOids
+{
+	bool		valid;
+	Oid			heap[2];
+	Oid			pkey[2];
+	Oid			expires[2];
+	Oid			token_seq;
+} StoreOids;
+
+static StoreOids oids;
+static bool callback_registered = false;
+
+static const char *const heap_names[2] = {"keys", "webhooks"};
+static const char *const pkey_names[2] = {"keys_pkey", "webhooks_pkey"};
+static const char *const expires_names[2] = {"keys_expires_at_idx", "webhooks_expires_at_idx"};
+static const int natts[2] = {KEYS_NATTS, WEBHOOKS_NATTS};
+
+/* Forget the cached OIDs when one of the relations changes or goes */
+static void
+store_relcache_callback(Datum arg, Oid relid)
+{
+	int			i;
+
+	if (!OidIsValid(relid) || relid == oids.token_seq)
+		oids.valid = false;
+	for (i = 0; i < 2; i++)
+		if (relid == oids.heap[i] || relid == oids.pkey[i] || relid == oids.expires[i])
+			oids.valid = false;
+}
+
+/* One relation of schema idem, or an error that says how to get it */
+static Oid
+store_relid(Oid nsp, const char *name)
+{
+	Oid			relid = get_relname_relid(name, nsp);
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"idem.%s\" does not exist", name),
+				 errhint("The idem extension is not installed correctly in this database: DROP and CREATE EXTENSION idem.")));
+	return relid;
+}
+
+/* Resolve the OIDs of idem's relations, once per backend and invalidation */
+static void
+store_resolve(void)
+{
+	Oid			nsp;
+	int			i;
+
+	if (oids.valid)
+		return;
+	if (!callback_registered)
+	{
+		CacheRegisterRelcacheCallback(store_relcache_callback, (Datum) 0);
+		callback_registered = true;
+	}
+	nsp = get_namespace_oid("idem", true);
+	if (!OidIsValid(nsp))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_SCHEMA),
+				 errmsg("schema \"idem\" does not exist"),
+				 errhint("Run CREATE EXTENSION idem in this database.")));
+	for (i = 0; i < 2; i++)
+	{
+		oids.heap[i] = store_relid(nsp, heap_names[i]);
+		oids.pkey[i] = store_relid(nsp, pkey_names[i]);
+		oids.expires[i] = store_relid(nsp, expires_names[i]);
+	}
+	oids.token_seq = store_relid(nsp, "token_seq");
+	oids.valid = true;
+}
+
+/* The OID of a table's expires_at index (purge scans it) */
+Oid
+idem_store_index_oid(IdemTable which, const char *name)
+{
+	store_resolve();
+	if (strcmp(name, "expires") == 0)
+		return oids.expires[which];
+	if (strcmp(name, "heap") == 0)
+		return oids.heap[which];
+	return oids.pkey[which];
+}
+
+/*
+ * Open a table and its primary key to write one key, or only to read it
+ * (which works on a standby too).
+ */
+void
+idem_store_open(IdemStore *st, IdemTable which, bool write)
+{
+	LOCKMODE	lockmode = write ? RowExclusiveLock : AccessShareLock;
+
+	store_resolve();
+	st->which = which;
+	st->heap = table_open(oids.heap[which], lockmode);
+	if (st->heap->rd_rel->relam != HEAP_TABLE_AM_OID ||
+		RelationGetNumberOfAttributes(st->heap) != natts[which])
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"idem.%s\" is not as the idem extension created it",
+						heap_names[which]),
+				 errdetail("idem needs a heap table with exactly the columns of its install script.")));
+	st->pkey = index_open(oids.pkey[which], lockmode);
+	st->slot = table_slot_create(st->heap, NULL);
+	st->found = false;
+	st->own = false;
+	st->values = NULL;
+	st->nulls = NULL;
+}
+
+/* Close what idem_store_open opened; the locks stay to transaction end */
+void
+idem_store_close(IdemStore *st)
+{
+	ExecDropSingleTupleTableSlot(st->slot);
+	index_close(st->pkey, NoLock);
+	table_close(st->heap, NoLock);
+}
+
+/* The lock tag of one key: a 64-bit hash of both parts */
+static void
+store_locktag(LOCKTAG *tag, IdemTable which, text *a, text *b)
+{
+	uint64		h;
+
+	h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(a),
+							VARSIZE_ANY_EXHDR(a), 0x1DE0);
+	h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(b),
+							VARSIZE_ANY_EXHDR(b), h);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 which == IDEM_KEYS ? IDEM_LOCK_KEYS : IDEM_LOCK_WEBHOOKS);
+}
+
+/* Take the key lock; with nowait, return false if another holds it */
+bool
+idem_store_lock(IdemTable which, text *a, text *b, bool nowait)
+{
+	LOCKTAG		tag;
+
+	store_locktag(&tag, which, a, b);
+	return LockAcquire(&tag, ExclusiveLock, false, nowait) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* Release the key lock taken by idem_store_lock */
+void
+idem_store_unlock(IdemTable which, text *a, text *b)
+{
+	LOCKTAG		tag;
+
+	store_locktag(&tag, which, a, b);
+	LockRelease(&tag, ExclusiveLock, false);
+}
+
+/* Equality scan keys on the two primary key columns */
+static void
+store_scankeys(IdemStore *st, ScanKeyData *skey, text *a, text *b)
+{
+	ScanKeyEntryInitialize(&skey[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+						   st->pkey->rd_indcollation[0], F_TEXTEQ,
+						   PointerGetDatum(a));
+	ScanKeyEntryInitialize(&skey[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
+						   st->pkey->rd_indcollation[1], F_TEXTEQ,
+						   PointerGetDatum(b));
+}
+
+/* Deform the row in st->slot and note whether this transaction wrote it */
+static void
+store_take_row(IdemStore *st)
+{
+	bool		isnull;
+	TransactionId xmin;
+
+	slot_getallattrs(st->slot);
+	st->values = st->slot->tts_values;
+	st->nulls = st->slot->tts_isnull;
+	st->found = true;
+	xmin = DatumGetTransactionId(slot_getsysattr(st->slot, MinTransactionIdAttributeNumber, &isnull));
+	st->own = TransactionIdIsCurrentTransactionId(xmin);
+}
+
+/*
+ * Read the newest version of the row of (a, b), waiting for a transaction
+ * that is still writing it (or, with nowait, answering BUSY).  Under
+ * REPEATABLE READ and SERIALIZABLE a row this transaction's snapshot cannot
+ * see raises serialization_failure, as INSERT ... ON CONFLICT does.
+ */
+IdemFetch
+idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait)
+{
+	ScanKeyData skey[2];
+	SnapshotData dirty;
+
+	store_scankeys(st, skey, a, b);
+	for (;;)
+	{
+		IndexScanDesc scan;
+		TransactionId xwait = InvalidTransactionId;
+		bool		found;
+
+		InitDirtySnapshot(dirty);
+		scan = index_beginscan(st->heap, st->pkey, &dirty, 2, 0);
+		index_rescan(scan, skey, 2, NULL, 0);
+		found = index_getnext_slot(scan, ForwardScanDirection, st->slot);
+		if (found)
+			xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
+		index_endscan(scan);
+
+		if (!found)
+		{
+			st->found = false;
+			return IDEM_FETCH_NONE;
+		}
+		if (!TransactionIdIsValid(xwait))
+			break;
+		if (nowait)
+		{
+			ExecClearTuple(st->slot);
+			st->found = false;
+			return IDEM_FETCH_BUSY;
+		}
+		XactLockTableWait(xwait, st->heap, &st->slot->tts_tid, XLTW_None);
+		ExecClearTuple(st->slot);
+	}
+
+	store_take_row(st);
+	if (IsolationUsesXactSnapshot() && !st->own &&
+		!table_tuple_satisfies_snapshot(st->heap, st->slot, GetTransactionSnapshot()))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent update"),
+				 errdetail("Another transaction wrote this key after this transaction's snapshot was taken.")));
+	return IDEM_FETCH_FOUND;
+}
+
+/* Read the row of (a, b) visible to the active snapshot, without locking */
+bool
+idem_store_fetch_visible(IdemStore *st, text *a, text *b)
+{
+	ScanKeyData skey[2];
+	IndexScanDesc scan;
+	bool		found;
+
+	store_scankeys(st, skey, a, b);
+	scan = index_beginscan(st->heap, st->pkey, GetActiveSnapshot(), 2, 0);
+	index_rescan(scan, skey, 2, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, st->slot);
+	index_endscan(scan);
+	if (found)
+		store_take_row(st);
+	else
+		st->found = false;
+	return found;
+}
+
+/*
+ * Add index entries for a new heap tuple.  With an update, modified says
+ * which columns changed (to tell the index it may delete old duplicates).
+ * idem's tables take only plain indexes: an expression or partial index
+ * that a DBA added is refused rather than left stale.
+ */
+static void
+store_insert_index_entries(Relation heap, HeapTuple tup, bool update,
+						   Bitmapset *modified)
+{
+	List	   *indexes = RelationGetIndexList(heap);
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(heap),
+													&TTSOpsHeapTuple);
+	ListCell   *lc;
+
+	ExecStoreHeapTuple(tup, slot, false);
+	foreach(lc, indexes)
+	{
+		Relation	ind = index_open(lfirst_oid(lc), RowExclusiveLock);
+		IndexInfo  *ii = BuildIndexInfo(ind);
+		Datum		values[INDEX_MAX_KEYS];
+		bool		isnull[INDEX_MAX_KEYS];
+		bool		unchanged = false;
+		int			i;
+
+		if (ii->ii_Expressions != NIL || ii->ii_Predicate != NIL ||
+			ii->ii_ExclusionOps != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("idem cannot maintain index \"%s\"", RelationGetRelationName(ind)),
+					 errhint("Drop it: idem's tables take only plain indexes on columns.")));
+		if (!ii->ii_ReadyForInserts)
+		{
+			index_close(ind, NoLock);
+			continue;
+		}
+		if (update)
+		{
+			unchanged = true;
+			for (i = 0; i < ii->ii_NumIndexAttrs; i++)
+				if (bms_is_member(ii->ii_IndexAttrNumbers[i], modified))
+					unchanged = false;
+		}
+		FormIndexDatum(ii, slot, NULL, values, isnull);
+		index_insert(ind, values, isnull, &tup->t_self, heap,
+					 ind->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
+#if PG_VERSION_NUM >= 140000
+					 unchanged,
+#endif
+					 ii);
+		index_close(ind, NoLock);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	list_free(indexes);
+}
+
+/* Insert a new row (the key lock is held and no row exists) */
+void
+idem_store_insert(IdemStore *st, Datum *values, bool *nulls)
+{
+	HeapTuple	tup = heap_form_tuple(RelationGetDescr(st->heap), values, nulls);
+
+	heap_insert(st->heap, tup, GetCurrentCommandId(true), 0, NULL);
+	store_insert_index_entries(st->heap, tup, false, NULL);
+	heap_freetuple(tup);
+	/* later calls of this transaction, even in this statement, see it */
+	CommandCounterIncrement();
+}
+
+/* The columns whose new value differs from the found row's */
+static Bitmapset *
+store_modified_columns(IdemStore *st, Datum *values, bool *nulls)
+{
+	TupleDesc	desc = RelationGetDescr(st->heap);
+	Bitmapset  *modified = NULL;
+	int			i;
+
+	for (i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (nulls[i] != st->nulls[i] ||
+			(!nulls[i] && !datumIsEqual(values[i], st->values[i], att->attbyval, att->attlen)))
+			modified = bms_add_member(modified, i + 1);
+	}
+	return modified;
+}
+
+/*
+ * Replace the found row with new values.  Completing a claim changes no
+ * indexed column, so with the table's fillfactor it is a HOT update.
+ */
+void
+idem_store_update(IdemStore *st, Datum *values, bool *nulls)
+{
+	HeapTuple	tup = heap_form_tuple(RelationGetDescr(st->heap), values, nulls);
+	Bitmapset  *modified = store_modified_columns(st, values, nulls);
+	ItemPointerData otid = st->slot->tts_tid;
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	TM_Result	result;
+	bool		new_index_entries;
+
+	/* values may point into the slot's buffer: it is released only now */
+	ExecClearTuple(st->slot);
+	st->found = false;
+
+#if PG_VERSION_NUM >= 160000
+	{
+		TU_UpdateIndexes update_indexes;
+
+		result = heap_update(st->heap, &otid, tup, GetCurrentCommandId(true),
+							 InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
+		new_index_entries = (update_indexes != TU_None);
+	}
+#else
+	result = heap_update(st->heap, &otid, tup, GetCurrentCommandId(true),
+						 InvalidSnapshot, true, &tmfd, &lockmode);
+	new_index_entries = !HeapTupleIsHeapOnly(tup);
+#endif
+	if (result == TM_Updated || result == TM_Deleted)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent update"),
+				 errdetail("A row of idem.%s was changed by a statement outside idem.",
+						   heap_names[st->which])));
+	if (result != TM_Ok)
+		elog(ERROR, "unexpected heap_update status %u on idem.%s",
+			 result, heap_names[st->which]);
+
+	if (new_index_entries)
+		store_insert_index_entries(st->heap, tup, true, modified);
+	bms_free(modified);
+	heap_freetuple(tup);
+	CommandCounterIncrement();
+}
+
+/* A new fencing token: unique across every claim ever made in the database */
+int64
+idem_store_next_token(void)
+{
+	store_resolve();
+	return nextval_internal(oids.token_seq, false);
+}
+
+/*
+ * Delete an expired row found by the purge, unless a live transaction holds
+ * its key or is writing it: a purge never waits for a claim.  The key lock
+ * is released at once, so a purge of any size takes one lock at a time; a
+ * claimer of the key then waits on the purge's transaction through the
+ * row's xmax, as for any uncommitted write.
+ */
+bool
+idem_store_delete_expired(IdemTable which, Relation heap, ItemPointer tid,
+						  text *a, text *b)
+{
+	TM_FailureData tmfd;
+	TM_Result	result;
+
+	if (!idem_store_lock(which, a, b, true))
+		return false;
+	result = heap_delete(heap, tid, GetCurrentCommandId(true), InvalidSnapshot,
+						 false, &tmfd, false);
+	idem_store_unlock(which, a, b);
+	if (result == TM_Invisible)
+		elog(ERROR, "attempted to purge an invisible row of idem.%s", heap_names[which]);
+	return result == TM_Ok;
+}

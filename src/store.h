@@ -1,0 +1,85 @@
+/*
+ * store.h
+ *		Direct access to idem's tables (store.c).
+ *
+ * The claim path does not go through SPI or the executor: one index probe,
+ * one heap insert or update, under a short per-key lock.  See store.c.
+ */
+#ifndef IDEM_STORE_H
+#define IDEM_STORE_H
+
+#include "access/htup.h"
+#include "executor/tuptable.h"
+#include "utils/rel.h"
+
+typedef enum IdemTable
+{
+	IDEM_KEYS,
+	IDEM_WEBHOOKS
+} IdemTable;
+
+/* Columns of idem.keys, in the order idem--1.0.sql creates them */
+enum
+{
+	KEYS_SCOPE,
+	KEYS_KEY,
+	KEYS_STATE,
+	KEYS_TOKEN,
+	KEYS_ATTEMPT,
+	KEYS_FINGERPRINT,
+	KEYS_LEASE_UNTIL,
+	KEYS_CHECKPOINT,
+	KEYS_CHECKPOINT_DATA,
+	KEYS_RESPONSE,
+	KEYS_CREATED_AT,
+	KEYS_COMPLETED_AT,
+	KEYS_EXPIRES_AT,
+	KEYS_NATTS
+};
+
+/* Columns of idem.webhooks */
+enum
+{
+	WEBHOOKS_SOURCE,
+	WEBHOOKS_EVENT_ID,
+	WEBHOOKS_RECEIVED_AT,
+	WEBHOOKS_EXPIRES_AT,
+	WEBHOOKS_NATTS
+};
+
+#define IDEM_MAX_NATTS KEYS_NATTS
+
+/* An open table and, after a fetch, its current row for one key */
+typedef struct IdemStore
+{
+	IdemTable	which;
+	Relation	heap;
+	Relation	pkey;
+	TupleTableSlot *slot;
+	bool		found;
+	bool		own;			/* the row was written by this transaction */
+	Datum	   *values;			/* the found row, deformed (slot memory) */
+	bool	   *nulls;
+} IdemStore;
+
+typedef enum IdemFetch
+{
+	IDEM_FETCH_NONE,			/* no row for the key */
+	IDEM_FETCH_FOUND,			/* st->values holds the newest row */
+	IDEM_FETCH_BUSY				/* nowait, and another transaction writes it */
+} IdemFetch;
+
+extern void idem_store_open(IdemStore *st, IdemTable which, bool write);
+extern void idem_store_close(IdemStore *st);
+extern bool idem_store_lock(IdemTable which, text *a, text *b, bool nowait);
+extern void idem_store_unlock(IdemTable which, text *a, text *b);
+extern IdemFetch idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait);
+extern bool idem_store_fetch_visible(IdemStore *st, text *a, text *b);
+extern void idem_store_insert(IdemStore *st, Datum *values, bool *nulls);
+extern void idem_store_update(IdemStore *st, Datum *values, bool *nulls);
+extern int64 idem_store_next_token(void);
+extern Oid	idem_store_index_oid(IdemTable which, const char *name);
+extern bool idem_store_delete_expired(IdemTable which, Relation heap,
+									  ItemPointer tid, text *a, text *b);
+
+#endif							/* IDEM_STORE_H */
