@@ -181,9 +181,9 @@ run_variant() {
 	local script=$1 sync=$2
 	shift 2
 	RUN_INDEX=$((RUN_INDEX + 1))
-	PGOPTIONS="-c synchronous_commit=$sync" $PGBENCH -n -M prepared -d bench \
+	PGOPTIONS="-c synchronous_commit=$sync" $PGBENCH -n -M prepared \
 		-D n=$((RUN_INDEX * 1000000)) -D keys="$KEYS" -D events="$KEYS" \
-		-f "$SCRIPTS/$script" "$@" >"$BENCH_DIR/last.out" 2>&1
+		-f "$SCRIPTS/$script" "$@" bench >"$BENCH_DIR/last.out" 2>&1
 }
 
 declare -A SKIP=()
