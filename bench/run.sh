@@ -8,8 +8,8 @@
 # ratios of the medians.  doc/performance.md explains the variants.
 #
 # Settings (environment):
-#   BENCH_DURATION  seconds per pgbench run                 (8; quick: 2)
-#   BENCH_ROUNDS    rounds, each running every variant once (5; quick: 2)
+#   BENCH_DURATION  seconds per pgbench run                 (5; quick: 2)
+#   BENCH_ROUNDS    rounds, each running every variant once (8; quick: 2)
 #   BENCH_WARMUP    seconds of one warm-up run per variant  (2; quick: 1)
 #   BENCH_CLIENTS   pgbench clients (-c)                    (4)
 #   BENCH_JOBS      pgbench threads (-j)                    (2)
@@ -30,8 +30,8 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	WARMUP=${BENCH_WARMUP:-1}
 	KEYS=${BENCH_KEYS:-5000}
 else
-	DURATION=${BENCH_DURATION:-8}
-	ROUNDS=${BENCH_ROUNDS:-5}
+	DURATION=${BENCH_DURATION:-5}
+	ROUNDS=${BENCH_ROUNDS:-8}
 	WARMUP=${BENCH_WARMUP:-2}
 	KEYS=${BENCH_KEYS:-100000}
 fi
@@ -211,23 +211,49 @@ if [ ${#ACTIVE[@]} = 0 ]; then
 	exit 1
 fi
 
-printf 'round\tvariant\ttps\n' >"$RAW"
+# CPU the server's backends spent: the postmaster's reaped children's user
+# and system time, in clock ticks.  Unlike tps it hardly moves when other
+# work competes for the cores, so the report gives it next to tps.
+PM_PID=$(head -1 "$DATA/postmaster.pid")
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+children_ticks() { awk '{ print $16 + $17 }' "/proc/${1:-$PM_PID}/stat"; }
+# Wait until the backends of the last run have exited and been reaped
+wait_backends_gone() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[ "$(pgrep -c -P "$PM_PID")" -le "$1" ] && return 0
+		sleep 0.05
+	done
+	log "backends of the last run still there; its CPU figure is low"
+}
+
+printf 'round\tvariant\ttps\tserver_cpu_us_per_tx\tpgbench_cpu_us_per_tx\n' >"$RAW"
 # run_round <round> <seconds>: every active variant once; round 0 is the
 # warm-up and is not recorded
 run_round() {
-	local round=$1 secs=$2 v name script sync group tps
+	local round=$1 secs=$2 v name script sync group tps xacts cpu ccpu base t0 c0
 	for v in "${ACTIVE[@]}"; do
 		read -r name script sync group <<<"$v"
+		base=$(pgrep -c -P "$PM_PID")
+		t0=$(children_ticks)
+		c0=$(children_ticks $$)
 		if run_variant "$script" "$sync" -c "$CLIENTS" -j "$JOBS" -T "$secs"; then
 			tps=$(awk '/^tps = / { print $3; exit }' "$BENCH_DIR/last.out")
+			xacts=$(awk -F': *' '/^number of transactions actually processed/ { split($2, a, "/"); print a[1]; exit }' "$BENCH_DIR/last.out")
+			wait_backends_gone "$base"
+			cpu=$(awk -v t="$(($(children_ticks) - t0))" -v us="$TICK_US" -v n="$xacts" \
+				'BEGIN { if (n > 0) printf "%.1f", t * us / n }')
+			# this shell's reaped children: pgbench, and a few tiny awks
+			ccpu=$(awk -v t="$(($(children_ticks $$) - c0))" -v us="$TICK_US" -v n="$xacts" \
+				'BEGIN { if (n > 0) printf "%.1f", t * us / n }')
 		else
 			log "$name failed in round $round:"
 			sed 's/^/    /' "$BENCH_DIR/last.out" >&2
 			tps=
 		fi
 		if [ "$round" -gt 0 ]; then
-			printf '%s\t%s\t%s\n' "$round" "$name" "${tps:-failed}" >>"$RAW"
-			log "round $round/$ROUNDS $name: ${tps:-failed} tps"
+			printf '%s\t%s\t%s\t%s\t%s\n' "$round" "$name" "${tps:-failed}" "${cpu:-}" "${ccpu:-}" >>"$RAW"
+			log "round $round/$ROUNDS $name: ${tps:-failed} tps; CPU per transaction: server ${cpu:-?} us, pgbench ${ccpu:-?} us"
 		fi
 	done
 	# dead rows of this round go now, not in the middle of someone's run
@@ -272,33 +298,39 @@ fi
 
 # --- report ----------------------------------------------------------------
 
-# median, min and max tps of each variant, from the raw file
-STATS=$(awk -F'\t' 'NR > 1 && $3 != "failed" { v[$2] = v[$2] " " $3 }
-	END {
-		for (name in v) {
-			n = split(substr(v[name], 2), a, " ")
-			for (i = 2; i <= n; i++)	# insertion sort: a handful of values
-				for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-			med = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-			printf "%s %.0f %.0f %.0f %d\n", name, med, a[1], a[n], n
-		}
-	}' "$RAW")
+# stats <column>: per variant, the median, min, max and count of a column
+# of the raw file (3: tps, 4: server CPU per transaction, 5: pgbench's)
+stats() {
+	awk -F'\t' -v c="$1" 'NR > 1 && $3 != "failed" && $c != "" { v[$2] = v[$2] " " $c }
+		END {
+			for (name in v) {
+				n = split(substr(v[name], 2), a, " ")
+				for (i = 2; i <= n; i++)	# insertion sort: a handful of values
+					for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+				med = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+				printf "%s %.1f %.1f %.1f %d\n", name, med, a[1], a[n], n
+			}
+		}' "$RAW"
+}
+TPS=$(stats 3)
+CPU=$(stats 4)
+CCPU=$(stats 5)
 
-median_of() { awk -v n="$1" '$1 == n { print $2 }' <<<"$STATS"; }
+median_of() { awk -v n="$2" '$1 == n { print $2 }' <<<"$1"; }
 
-# min and max over the rounds of the per-round ratio a/b
+# The per-round ratios a/b of tps: "min to max (median m)"
 round_ratios() {
 	awk -F'\t' -v a="$1" -v b="$2" '
 		$2 == a && $3 != "failed" { x[$1] = $3 }
 		$2 == b && $3 != "failed" { y[$1] = $3 }
 		END {
-			lo = ""; hi = ""
-			for (r in x) if ((r in y) && y[r] > 0) {
-				q = x[r] / y[r]
-				if (lo == "" || q < lo) lo = q
-				if (hi == "" || q > hi) hi = q
-			}
-			if (lo != "") printf "%.2f to %.2f", lo, hi
+			n = 0
+			for (r in x) if ((r in y) && y[r] > 0) q[++n] = x[r] / y[r]
+			if (n == 0) exit
+			for (i = 2; i <= n; i++)
+				for (j = i; j > 1 && q[j - 1] > q[j]; j--) { t = q[j]; q[j] = q[j - 1]; q[j - 1] = t }
+			med = (n % 2) ? q[(n + 1) / 2] : (q[n / 2] + q[n / 2 + 1]) / 2
+			printf "%.2f to %.2f (median %.2f)", q[1], q[n], med
 		}' "$RAW"
 }
 
@@ -311,34 +343,46 @@ round_ratios() {
 	echo "- load average before / after: $LOAD_BEFORE / $LOAD_AFTER"
 	echo "- pgbench -M prepared -c $CLIENTS -j $JOBS, ${DURATION}s per run, $ROUNDS interleaved rounds after a ${WARMUP}s warm-up; $KEYS keys and webhook ids loaded"
 	echo
-	echo "| variant | synchronous_commit | median tps | min | max | runs |"
-	echo "|---|---|---:|---:|---:|---:|"
+	echo "CPU per transaction: user and system time of the server's backends, and"
+	echo "of pgbench, divided by the transactions of the run (medians over the rounds)."
+	echo
+	echo "| variant | synchronous_commit | median tps | min | max | runs | server CPU µs/tx | pgbench CPU µs/tx |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|"
 	while read -r name script sync group; do
 		[ -n "$name" ] || continue
 		if [ -n "${SKIP[$name]:-}" ]; then
-			echo "| $name | $sync | skipped: ${SKIP[$name]} | | | |"
+			echo "| $name | $sync | skipped: ${SKIP[$name]} | | | | | |"
 			continue
 		fi
-		line=$(awk -v n="$name" '$1 == n' <<<"$STATS")
+		line=$(awk -v n="$name" '$1 == n' <<<"$TPS")
 		[ -n "$line" ] || continue
 		read -r _ med lo hi runs <<<"$line"
-		echo "| $name | $sync | $med | $lo | $hi | $runs |"
+		printf '| %s | %s | %.0f | %.0f | %.0f | %d | %s | %s |\n' "$name" "$sync" \
+			"$med" "$lo" "$hi" "$runs" "$(median_of "$CPU" "$name")" "$(median_of "$CCPU" "$name")"
 	done <<<"$VARIANTS"
 	echo
-	echo "| ratio of medians | value | per round | target |"
-	echo "|---|---:|---|---|"
+	echo "The CPU columns give b / a (above 1: a needs less).  When the cores are the"
+	echo "limit, the tps ratio tends to the server + pgbench one."
+	echo
+	echo "| a / b | tps: ratio of medians | tps: per round | server CPU per tx | server + pgbench CPU per tx | target (tps) |"
+	echo "|---|---:|---|---:|---:|---|"
 	while read -r a b target; do
 		[ -n "$a" ] || continue
-		ma=$(median_of "$a")
-		mb=$(median_of "$b")
+		ma=$(median_of "$TPS" "$a")
+		mb=$(median_of "$TPS" "$b")
 		if [ -n "$ONLY" ] && ! [[ $a =~ $ONLY || $b =~ $ONLY ]]; then
 			continue
 		fi
 		if [ -z "$ma" ] || [ -z "$mb" ]; then
-			echo "| $a / $b | n/a (not measured) | | $target |"
+			echo "| $a / $b | n/a (not measured) | | | | $target |"
 			continue
 		fi
 		q=$(awk -v x="$ma" -v y="$mb" 'BEGIN { printf "%.2f", x / y }')
+		cq=$(awk -v x="$(median_of "$CPU" "$a")" -v y="$(median_of "$CPU" "$b")" \
+			'BEGIN { if (x > 0 && y > 0) printf "%.2f", y / x }')
+		tq=$(awk -v x="$(median_of "$CPU" "$a")" -v y="$(median_of "$CPU" "$b")" \
+			-v cx="$(median_of "$CCPU" "$a")" -v cy="$(median_of "$CCPU" "$b")" \
+			'BEGIN { if (x + cx > 0 && y + cy > 0) printf "%.2f", (y + cy) / (x + cx) }')
 		verdict=
 		if [ "$target" != "-" ]; then
 			if awk -v q="$q" -v t="$target" 'BEGIN { exit !(q >= t) }'; then
@@ -347,7 +391,7 @@ round_ratios() {
 				verdict="≥ $target: missed"
 			fi
 		fi
-		echo "| $a / $b | $q | $(round_ratios "$a" "$b") | ${verdict:--} |"
+		echo "| $a / $b | $q | $(round_ratios "$a" "$b") | ${cq:-} | ${tq:-} | ${verdict:--} |"
 	done <<-EOF
 		claim_idem_async claim_plpgsql_async 1.25
 		claim_idem_async claim_bare_async 1.0
