@@ -1,6 +1,6 @@
 # idem: build with PGXS.  `make demo` and `make test` set up everything they need.
 EXTENSION = idem
-EXTVERSION = 1.0
+EXTVERSION = 1.1
 
 MODULE_big = idem
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
@@ -28,11 +28,13 @@ else
 include $(PGXS)
 endif
 
+# deps: install the packages that are missing; test: every test against
+# scratch servers (CI=1 makes warnings errors); demo: see README.md.
 .PHONY: test demo deps bench
 deps:
 	@bash test/deps.sh
 test:
-	@bash test/run.sh
+	@CI="$(CI)" bash test/run.sh
 demo:
 	@bash test/demo.sh
 bench:

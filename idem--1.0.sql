@@ -14,11 +14,13 @@ CREATE SEQUENCE idem.token_seq AS bigint;
 
 -- One row per (scope, key).  state is processing, completed, failed or
 -- released (a retryable failure: the next claim takes the key at once).
--- fillfactor leaves room on the page so that completing a claim is a HOT
--- update (no indexed column changes then).
+-- Keys are opaque bytes: the C collation compares them as such, which is
+-- also what makes the primary key cheap to search.  fillfactor leaves room
+-- on the page so that completing a claim is a HOT update (no indexed column
+-- changes then).
 CREATE TABLE idem.keys (
-    scope           text        NOT NULL,
-    key             text        NOT NULL,
+    scope           text        COLLATE "C" NOT NULL,
+    key             text        COLLATE "C" NOT NULL,
     state           text        NOT NULL,
     token           bigint      NOT NULL,
     attempt         integer     NOT NULL,
@@ -36,8 +38,8 @@ CREATE INDEX keys_expires_at_idx ON idem.keys (expires_at);
 
 -- One row per webhook delivery or queue message seen.
 CREATE TABLE idem.webhooks (
-    source      text        NOT NULL,
-    event_id    text        NOT NULL,
+    source      text        COLLATE "C" NOT NULL,
+    event_id    text        COLLATE "C" NOT NULL,
     received_at timestamptz NOT NULL,
     expires_at  timestamptz NOT NULL,
     CONSTRAINT webhooks_pkey PRIMARY KEY (source, event_id)

@@ -149,12 +149,15 @@ claim_result(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 static void
 claim_write_attempt(IdemStore *st, IdemFetch fetched, TimestampTz now,
 					text *scope, text *key, bytea *fp, int64 token,
-					TimestampTz lease_until, TimestampTz expires_at,
+					const Interval *lease, const Interval *ttl,
 					Datum *out, bool *outnulls)
 {
 	Datum		values[KEYS_NATTS];
 	bool		nulls[KEYS_NATTS];
 	bool		fresh = (fetched != IDEM_FETCH_FOUND || row_expired(st, now));
+	/* from the time of the write: the claim may have waited for another */
+	TimestampTz lease_until = idem_after(now, lease, "lease");
+	TimestampTz expires_at = idem_after(now, ttl, "ttl");
 
 	if (fresh)
 	{
@@ -213,9 +216,88 @@ claim_write_attempt(IdemStore *st, IdemFetch fetched, TimestampTz now,
 		idem_store_insert(st, values, nulls);
 }
 
+/* What a claim answers, given the row it read */
+typedef enum ClaimDecision
+{
+	DECIDE_MISMATCH,			/* a live row for another request */
+	DECIDE_REPLAY,				/* completed or failed: replay it */
+	DECIDE_IN_PROGRESS,			/* a live attempt holds the key */
+	DECIDE_TAKE					/* no live attempt: claim it */
+} ClaimDecision;
+
+/*
+ * Decide from the row read.  Every answer but DECIDE_TAKE is final until the
+ * row expires or the lease runs out, so it may be given from a read made
+ * without the key lock; DECIDE_TAKE is acted on only under the lock.
+ */
+static ClaimDecision
+claim_decide(IdemStore *st, IdemFetch fetched, bytea *fp, TimestampTz now)
+{
+	if (fetched == IDEM_FETCH_BUSY)
+		return DECIDE_IN_PROGRESS;
+	if (fetched == IDEM_FETCH_NONE || row_expired(st, now))
+		return DECIDE_TAKE;
+	if (fingerprint_differs(st, fp))
+		return DECIDE_MISMATCH;
+	if (state_is(st, "completed") || state_is(st, "failed"))
+		return DECIDE_REPLAY;
+	/* a live attempt; also one of this very transaction, which must not run twice */
+	if (state_is(st, "processing") &&
+		(st->own || DatumGetTimestampTz(st->values[KEYS_LEASE_UNTIL]) > now))
+		return DECIDE_IN_PROGRESS;
+	return DECIDE_TAKE;
+}
+
+/* Fill idem_claim's result for an answer that writes nothing */
+static IdemCounter
+claim_answer(ClaimDecision decision, IdemStore *st, TimestampTz now,
+			 Datum *out, bool *outnulls)
+{
+	TimestampTz retry_at = now + IDEM_DEFAULT_RETRY_AFTER_SECS * USECS_PER_SEC;
+
+	switch (decision)
+	{
+		case DECIDE_MISMATCH:
+			out[CLAIM_STATUS] = CStringGetTextDatum("mismatch");
+			outnulls[CLAIM_STATUS] = false;
+			return IDEM_STAT_MISMATCHED;
+		case DECIDE_REPLAY:
+			out[CLAIM_STATUS] = datumCopy(st->values[KEYS_STATE], false, -1);
+			out[CLAIM_ATTEMPT] = st->values[KEYS_ATTEMPT];
+			outnulls[CLAIM_STATUS] = outnulls[CLAIM_ATTEMPT] = false;
+			if (!st->nulls[KEYS_RESPONSE])
+			{
+				out[CLAIM_RESPONSE] = PointerGetDatum(PG_DETOAST_DATUM_COPY(st->values[KEYS_RESPONSE]));
+				outnulls[CLAIM_RESPONSE] = false;
+			}
+			return IDEM_STAT_REPLAYED;
+		case DECIDE_IN_PROGRESS:
+			/* an uncommitted claim (nowait) has no lease to tell yet */
+			if (st->found)
+			{
+				out[CLAIM_ATTEMPT] = st->values[KEYS_ATTEMPT];
+				outnulls[CLAIM_ATTEMPT] = false;
+				retry_at = DatumGetTimestampTz(st->values[KEYS_LEASE_UNTIL]);
+			}
+			out[CLAIM_STATUS] = CStringGetTextDatum("in_progress");
+			out[CLAIM_RETRY_AFTER] = interval_until(now, retry_at);
+			outnulls[CLAIM_STATUS] = outnulls[CLAIM_RETRY_AFTER] = false;
+			return IDEM_STAT_IN_PROGRESS;
+		case DECIDE_TAKE:
+			break;
+	}
+	elog(ERROR, "claim decision %d writes", (int) decision);
+	return IDEM_STAT_CLAIMED;	/* keep compiler quiet */
+}
+
 /*
  * idem_claim(key, fingerprint, scope, lease, ttl, nowait): take the key for
  * a new attempt, or say why not (completed, failed, in_progress, mismatch).
+ *
+ * A first read without the key lock answers replays, mismatches and live
+ * attempts, which no writer can take back; so a storm of retries of a
+ * finished payment reads in parallel.  Only a claim that will write takes
+ * the key lock and reads again under it.
  */
 Datum
 idem_claim(PG_FUNCTION_ARGS)
@@ -223,85 +305,60 @@ idem_claim(PG_FUNCTION_ARGS)
 	text	   *key = idem_arg_key(fcinfo, 0, "key");
 	bytea	   *fp = claim_arg_fingerprint(fcinfo, 1);
 	text	   *scope = idem_arg_scope(fcinfo, 2, "scope");
-	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz lease_until = idem_arg_interval_from(fcinfo, 3, "lease", idem_lease_secs, now);
-	TimestampTz expires_at = idem_arg_interval_from(fcinfo, 4, "ttl", idem_ttl_secs, now);
+	Interval   *lease = idem_arg_interval(fcinfo, 3, "lease", idem_lease_secs);
+	Interval   *ttl = idem_arg_interval(fcinfo, 4, "ttl", idem_ttl_secs);
+	TimestampTz now;
 	bool		nowait = PG_ARGISNULL(5) ? false : PG_GETARG_BOOL(5);
 	Datum		out[CLAIM_NATTS];
 	bool		outnulls[CLAIM_NATTS];
 	IdemStore	st;
 	IdemFetch	fetched;
+	ClaimDecision decision;
 	IdemCounter counted;
+	bool		locked = false;
 
 	claim_check_writable("idem_claim()");
 	memset(outnulls, true, sizeof(outnulls));
 
-	if (!idem_store_lock(IDEM_KEYS, scope, key, nowait))
-	{
-		/* an uncommitted claim of another transaction is deciding this key */
-		out[CLAIM_STATUS] = CStringGetTextDatum("in_progress");
-		out[CLAIM_RETRY_AFTER] = interval_until(0, IDEM_DEFAULT_RETRY_AFTER_SECS * USECS_PER_SEC);
-		outnulls[CLAIM_STATUS] = outnulls[CLAIM_RETRY_AFTER] = false;
-		idem_stats_count(IDEM_STAT_IN_PROGRESS, 1);
-		PG_RETURN_DATUM(claim_result(fcinfo, out, outnulls));
-	}
-
 	idem_store_open(&st, IDEM_KEYS, true);
-	fetched = idem_store_fetch(&st, scope, key, nowait);
-	/* the clock may have moved while the fetch waited */
-	if (fetched != IDEM_FETCH_NONE)
-		now = Max(now, GetCurrentTimestamp());
+	fetched = idem_store_fetch(&st, scope, key, nowait, false);
+	/* after the fetch: it may have waited for another transaction */
+	now = GetCurrentTimestamp();
+	decision = claim_decide(&st, fetched, fp, now);
 
-	if (fetched == IDEM_FETCH_BUSY)
+	if (decision == DECIDE_TAKE)
 	{
-		out[CLAIM_STATUS] = CStringGetTextDatum("in_progress");
-		out[CLAIM_RETRY_AFTER] = interval_until(0, IDEM_DEFAULT_RETRY_AFTER_SECS * USECS_PER_SEC);
-		outnulls[CLAIM_STATUS] = outnulls[CLAIM_RETRY_AFTER] = false;
-		counted = IDEM_STAT_IN_PROGRESS;
-	}
-	else if (fetched == IDEM_FETCH_FOUND && !row_expired(&st, now) &&
-			 fingerprint_differs(&st, fp))
-	{
-		out[CLAIM_STATUS] = CStringGetTextDatum("mismatch");
-		outnulls[CLAIM_STATUS] = false;
-		counted = IDEM_STAT_MISMATCHED;
-	}
-	else if (fetched == IDEM_FETCH_FOUND && !row_expired(&st, now) &&
-			 (state_is(&st, "completed") || state_is(&st, "failed")))
-	{
-		out[CLAIM_STATUS] = datumCopy(st.values[KEYS_STATE], false, -1);
-		out[CLAIM_ATTEMPT] = st.values[KEYS_ATTEMPT];
-		outnulls[CLAIM_STATUS] = outnulls[CLAIM_ATTEMPT] = false;
-		if (!st.nulls[KEYS_RESPONSE])
+		ExecClearTuple(st.slot);
+		locked = idem_store_lock(IDEM_KEYS, scope, key, nowait);
+		if (!locked)
 		{
-			out[CLAIM_RESPONSE] = PointerGetDatum(PG_DETOAST_DATUM_COPY(st.values[KEYS_RESPONSE]));
-			outnulls[CLAIM_RESPONSE] = false;
+			/* another transaction is deciding this key right now */
+			st.found = false;
+			decision = DECIDE_IN_PROGRESS;
 		}
-		counted = IDEM_STAT_REPLAYED;
+		else
+		{
+			fetched = idem_store_fetch(&st, scope, key, nowait, true);
+			now = Max(now, GetCurrentTimestamp());
+			decision = claim_decide(&st, fetched, fp, now);
+		}
 	}
-	else if (fetched == IDEM_FETCH_FOUND && !row_expired(&st, now) &&
-			 state_is(&st, "processing") &&
-			 (st.own || DatumGetTimestampTz(st.values[KEYS_LEASE_UNTIL]) > now))
-	{
-		/* a live attempt; also one of this very transaction, which must not run twice */
-		out[CLAIM_STATUS] = CStringGetTextDatum("in_progress");
-		out[CLAIM_ATTEMPT] = st.values[KEYS_ATTEMPT];
-		out[CLAIM_RETRY_AFTER] = interval_until(now, DatumGetTimestampTz(st.values[KEYS_LEASE_UNTIL]));
-		outnulls[CLAIM_STATUS] = outnulls[CLAIM_ATTEMPT] = outnulls[CLAIM_RETRY_AFTER] = false;
-		counted = IDEM_STAT_IN_PROGRESS;
-	}
-	else
+
+	if (decision == DECIDE_TAKE)
 	{
 		int64		token = idem_store_next_token();
 
 		claim_write_attempt(&st, fetched, now, scope, key, fp, token,
-							lease_until, expires_at, out, outnulls);
+							lease, ttl, out, outnulls);
 		idem_claim_memory_add(scope, key, token);
 		counted = IDEM_STAT_CLAIMED;
 	}
+	else
+		counted = claim_answer(decision, &st, now, out, outnulls);
 
 	idem_store_close(&st);
-	idem_store_unlock(IDEM_KEYS, scope, key);
+	if (locked)
+		idem_store_unlock(IDEM_KEYS, scope, key);
 	idem_stats_count(counted, 1);
 	PG_RETURN_DATUM(claim_result(fcinfo, out, outnulls));
 }
@@ -343,27 +400,62 @@ finish_check_owner(IdemStore *st, IdemFetch fetched, TimestampTz now,
 						   DatumGetInt32(st->values[KEYS_ATTEMPT]))));
 }
 
+/* The arguments idem_complete, idem_fail and idem_checkpoint share */
+typedef struct FinishArgs
+{
+	text	   *key;
+	text	   *scope;
+	bool		has_token;
+	int64		token;
+	bool		payload_null;
+	Datum		payload;		/* response, error or checkpoint data */
+} FinishArgs;
+
+/*
+ * Read and check the shared arguments: key first, then the jsonb payload
+ * (size-checked), scope and token at the positions of the function.
+ */
+static void
+finish_args(FunctionCallInfo fcinfo, int payload_argno, const char *payload_what,
+			int scope_argno, int token_argno, FinishArgs *args)
+{
+	args->key = idem_arg_key(fcinfo, 0, "key");
+	args->scope = idem_arg_scope(fcinfo, scope_argno, "scope");
+	args->payload_null = PG_ARGISNULL(payload_argno);
+	args->payload = args->payload_null ? (Datum) 0 : PG_GETARG_DATUM(payload_argno);
+	if (!args->payload_null)
+		idem_check_json_size(args->payload, payload_what);
+	args->has_token = !PG_ARGISNULL(token_argno);
+	args->token = args->has_token ? PG_GETARG_INT64(token_argno) : 0;
+}
+
 /*
  * Shared body of idem_complete, idem_fail and idem_checkpoint: lock the key,
  * check the caller owns the attempt, and write the row's new state.
  */
 static void
-finish_attempt(FinishKind kind, text *key, text *scope, bool has_token,
-			   int64 token, Datum payload, bool payload_null,
-			   text *phase, TimestampTz lease_until, const char *fname)
+finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
+			   const Interval *lease, const char *fname)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	text	   *key = args->key;
+	text	   *scope = args->scope;
+	Datum		payload = args->payload;
+	bool		payload_null = args->payload_null;
+	TimestampTz now;
+	TimestampTz lease_until;
 	Datum		values[KEYS_NATTS];
 	bool		nulls[KEYS_NATTS];
 	IdemStore	st;
 	IdemFetch	fetched;
 
 	claim_check_writable(fname);
-	idem_store_lock(IDEM_KEYS, scope, key, false);
+	/* the same order as idem_claim: table first, then the key lock */
 	idem_store_open(&st, IDEM_KEYS, true);
-	fetched = idem_store_fetch(&st, scope, key, false);
-	now = Max(now, GetCurrentTimestamp());
-	finish_check_owner(&st, fetched, now, scope, key, has_token, token, fname);
+	idem_store_lock(IDEM_KEYS, scope, key, false);
+	fetched = idem_store_fetch(&st, scope, key, false, true);
+	/* after the fetch: it may have waited for another transaction */
+	now = GetCurrentTimestamp();
+	finish_check_owner(&st, fetched, now, scope, key, args->has_token, args->token, fname);
 
 	memcpy(values, st.values, sizeof(values));
 	memcpy(nulls, st.nulls, sizeof(nulls));
@@ -390,6 +482,10 @@ finish_attempt(FinishKind kind, text *key, text *scope, bool has_token,
 			nulls[KEYS_CHECKPOINT] = false;
 			values[KEYS_CHECKPOINT_DATA] = payload;
 			nulls[KEYS_CHECKPOINT_DATA] = payload_null;
+			/* a checkpoint extends the lease, never shortens it */
+			lease_until = idem_after(now, lease, "lease");
+			if (!nulls[KEYS_LEASE_UNTIL])
+				lease_until = Max(lease_until, DatumGetTimestampTz(st.values[KEYS_LEASE_UNTIL]));
 			values[KEYS_LEASE_UNTIL] = TimestampTzGetDatum(lease_until);
 			nulls[KEYS_LEASE_UNTIL] = false;
 			if (lease_until > DatumGetTimestampTz(st.values[KEYS_EXPIRES_AT]))
@@ -401,40 +497,14 @@ finish_attempt(FinishKind kind, text *key, text *scope, bool has_token,
 	idem_store_unlock(IDEM_KEYS, scope, key);
 }
 
-/* The optional token argument */
-static bool
-finish_arg_token(FunctionCallInfo fcinfo, int argno, int64 *token)
-{
-	if (PG_ARGISNULL(argno))
-		return false;
-	*token = PG_GETARG_INT64(argno);
-	return true;
-}
-
-/* The optional jsonb payload argument, size-checked */
-static bool
-finish_arg_json(FunctionCallInfo fcinfo, int argno, const char *what, Datum *value)
-{
-	if (PG_ARGISNULL(argno))
-		return false;
-	*value = PG_GETARG_DATUM(argno);
-	idem_check_json_size(*value, what);
-	return true;
-}
-
 /* idem_complete(key, response, scope, token): finish the attempt */
 Datum
 idem_complete(PG_FUNCTION_ARGS)
 {
-	text	   *key = idem_arg_key(fcinfo, 0, "key");
-	text	   *scope = idem_arg_scope(fcinfo, 2, "scope");
-	Datum		response = (Datum) 0;
-	bool		has_response = finish_arg_json(fcinfo, 1, "response", &response);
-	int64		token = 0;
-	bool		has_token = finish_arg_token(fcinfo, 3, &token);
+	FinishArgs	args;
 
-	finish_attempt(FINISH_COMPLETE, key, scope, has_token, token,
-				   response, !has_response, NULL, 0, "idem_complete");
+	finish_args(fcinfo, 1, "response", 2, 3, &args);
+	finish_attempt(FINISH_COMPLETE, &args, NULL, NULL, "idem_complete");
 	idem_stats_count(IDEM_STAT_COMPLETED, 1);
 	PG_RETURN_VOID();
 }
@@ -443,22 +513,15 @@ idem_complete(PG_FUNCTION_ARGS)
 Datum
 idem_fail(PG_FUNCTION_ARGS)
 {
-	text	   *key = idem_arg_key(fcinfo, 0, "key");
-	text	   *scope = idem_arg_scope(fcinfo, 3, "scope");
-	Datum		error = (Datum) 0;
-	bool		has_error = finish_arg_json(fcinfo, 1, "error", &error);
-	int64		token = 0;
-	bool		has_token = finish_arg_token(fcinfo, 4, &token);
-	bool		retryable;
+	FinishArgs	args;
 
+	finish_args(fcinfo, 1, "error", 3, 4, &args);
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("retryable must not be null")));
-	retryable = PG_GETARG_BOOL(2);
-
-	finish_attempt(retryable ? FINISH_RELEASE : FINISH_FAIL_FINAL, key, scope,
-				   has_token, token, error, !has_error, NULL, 0, "idem_fail");
+	finish_attempt(PG_GETARG_BOOL(2) ? FINISH_RELEASE : FINISH_FAIL_FINAL, &args,
+				   NULL, NULL, "idem_fail");
 	idem_stats_count(IDEM_STAT_FAILED, 1);
 	PG_RETURN_VOID();
 }
@@ -467,18 +530,14 @@ idem_fail(PG_FUNCTION_ARGS)
 Datum
 idem_checkpoint(PG_FUNCTION_ARGS)
 {
-	text	   *key = idem_arg_key(fcinfo, 0, "key");
-	text	   *phase = idem_arg_key(fcinfo, 1, "phase");
-	text	   *scope = idem_arg_scope(fcinfo, 3, "scope");
-	Datum		data = (Datum) 0;
-	bool		has_data = finish_arg_json(fcinfo, 2, "data", &data);
-	int64		token = 0;
-	bool		has_token = finish_arg_token(fcinfo, 4, &token);
-	TimestampTz lease_until = idem_arg_interval_from(fcinfo, 5, "lease", idem_lease_secs,
-													 GetCurrentTimestamp());
+	FinishArgs	args;
+	text	   *phase;
+	Interval   *lease;
 
-	finish_attempt(FINISH_CHECKPOINT, key, scope, has_token, token,
-				   data, !has_data, phase, lease_until, "idem_checkpoint");
+	finish_args(fcinfo, 2, "data", 3, 4, &args);
+	phase = idem_arg_key(fcinfo, 1, "phase");
+	lease = idem_arg_interval(fcinfo, 5, "lease", idem_lease_secs);
+	finish_attempt(FINISH_CHECKPOINT, &args, phase, lease, "idem_checkpoint");
 	PG_RETURN_VOID();
 }
 

@@ -4,41 +4,72 @@
  *
  * idem_complete, idem_fail and idem_checkpoint without a token are allowed
  * only in the transaction that made the claim: this is how a call knows.  A
- * claim made in a subtransaction that rolls back is forgotten with it, so a
- * claim undone by ROLLBACK TO SAVEPOINT cannot be completed.
+ * claim made in a subtransaction that rolls back is forgotten with it, and
+ * if it had replaced a claim of the same key made before the savepoint, that
+ * one is remembered again, as the row itself is back to it.
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "common/hashfn.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 #include "idem.h"
 
-/* scope, a zero byte, key: text holds no zero byte, so this is unambiguous */
-#define CLAIM_NAME_BYTES	(2 * IDEM_MAX_KEY_BYTES + 2)
+/* The name of a claim: scope, a zero byte, key (text holds no zero byte) */
+typedef struct ClaimName
+{
+	uint32		len;
+	char		data[FLEXIBLE_ARRAY_MEMBER];
+} ClaimName;
 
+/* A claim, and the ones it replaced in enclosing subtransactions */
 typedef struct ClaimEntry
 {
-	char		name[CLAIM_NAME_BYTES];	/* hash key */
+	ClaimName  *name;			/* hash key: a pointer, hashed by content */
 	int64		token;
 	SubTransactionId subid;		/* subtransaction that made the claim */
+	struct ClaimEntry *replaced;	/* the claim before it, if any */
 } ClaimEntry;
 
 /* Claims of the current transaction; NULL when it has made none */
 static HTAB *claims = NULL;
 
-/* Fill name with the hash key of (scope, key) */
-static void
-claim_name(text *scope, text *key, char *name)
+/* Hash a ClaimName pointer by the bytes it points to */
+static uint32
+claim_name_hash(const void *key, Size keysize)
+{
+	const ClaimName *name = *(ClaimName *const *) key;
+
+	return hash_bytes((const unsigned char *) name->data, name->len);
+}
+
+/* Compare two ClaimName pointers by the bytes they point to */
+static int
+claim_name_match(const void *key1, const void *key2, Size keysize)
+{
+	const ClaimName *a = *(ClaimName *const *) key1;
+	const ClaimName *b = *(ClaimName *const *) key2;
+
+	if (a->len != b->len)
+		return 1;
+	return memcmp(a->data, b->data, a->len);
+}
+
+/* The name of (scope, key), allocated in the current memory context */
+static ClaimName *
+claim_name(text *scope, text *key)
 {
 	Size		slen = VARSIZE_ANY_EXHDR(scope);
 	Size		klen = VARSIZE_ANY_EXHDR(key);
+	ClaimName  *name = palloc(offsetof(ClaimName, data) + slen + 1 + klen);
 
-	Assert(slen <= IDEM_MAX_KEY_BYTES && klen <= IDEM_MAX_KEY_BYTES);
-	memset(name, 0, CLAIM_NAME_BYTES);
-	memcpy(name, VARDATA_ANY(scope), slen);
-	memcpy(name + slen + 1, VARDATA_ANY(key), klen);
+	name->len = slen + 1 + klen;
+	memcpy(name->data, VARDATA_ANY(scope), slen);
+	name->data[slen] = '\0';
+	memcpy(name->data + slen + 1, VARDATA_ANY(key), klen);
+	return name;
 }
 
 /* Forget everything when the transaction ends, however it ends */
@@ -49,7 +80,10 @@ claim_memory_xact_callback(XactEvent event, void *arg)
 	claims = NULL;
 }
 
-/* Forget the claims of a subtransaction that rolls back; hand up the rest */
+/*
+ * When a subtransaction rolls back, forget its claims and remember again
+ * those they replaced; when it commits, its claims become its parent's.
+ */
 static void
 claim_memory_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 							  SubTransactionId parentSubid, void *arg)
@@ -68,9 +102,23 @@ claim_memory_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		if (entry->subid != mySubid)
 			continue;
 		if (event == SUBXACT_EVENT_COMMIT_SUB)
+		{
 			entry->subid = parentSubid;
-		else
-			hash_search(claims, entry->name, HASH_REMOVE, NULL);
+			/* a claim the parent made and this one replaced is gone for good */
+			if (entry->replaced != NULL && entry->replaced->subid == parentSubid)
+				entry->replaced = entry->replaced->replaced;
+			continue;
+		}
+		while (entry->subid == mySubid && entry->replaced != NULL)
+		{
+			ClaimEntry *before = entry->replaced;
+
+			entry->token = before->token;
+			entry->subid = before->subid;
+			entry->replaced = before->replaced;
+		}
+		if (entry->subid == mySubid)
+			hash_search(claims, &entry->name, HASH_REMOVE, NULL);
 	}
 }
 
@@ -86,36 +134,53 @@ idem_claim_memory_init(void)
 void
 idem_claim_memory_add(text *scope, text *key, int64 token)
 {
-	char		name[CLAIM_NAME_BYTES];
+	MemoryContext oldcontext = MemoryContextSwitchTo(TopTransactionContext);
+	ClaimName  *name = claim_name(scope, key);
 	ClaimEntry *entry;
+	bool		found;
 
 	if (claims == NULL)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = CLAIM_NAME_BYTES;
+		ctl.keysize = sizeof(ClaimName *);
 		ctl.entrysize = sizeof(ClaimEntry);
+		ctl.hash = claim_name_hash;
+		ctl.match = claim_name_match;
 		ctl.hcxt = TopTransactionContext;
 		claims = hash_create("idem claims of this transaction", 16, &ctl,
-							 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+							 HASH_ELEM | HASH_FUNCTION | HASH_COMPARE | HASH_CONTEXT);
 	}
-	claim_name(scope, key, name);
-	entry = hash_search(claims, name, HASH_ENTER, NULL);
+	entry = hash_search(claims, &name, HASH_ENTER, &found);
+	if (found)
+		pfree(name);			/* the entry keeps its own copy */
+	if (found && entry->subid != GetCurrentSubTransactionId())
+	{
+		/* keep the claim this one replaces, for a rollback to the savepoint */
+		ClaimEntry *before = palloc(sizeof(ClaimEntry));
+
+		*before = *entry;
+		entry->replaced = before;
+	}
+	else if (!found)
+		entry->replaced = NULL;
 	entry->token = token;
 	entry->subid = GetCurrentSubTransactionId();
+	MemoryContextSwitchTo(oldcontext);
 }
 
 /* The token of this transaction's claim of (scope, key), if it made one */
 bool
 idem_claim_memory_find(text *scope, text *key, int64 *token)
 {
-	char		name[CLAIM_NAME_BYTES];
+	ClaimName  *name;
 	ClaimEntry *entry;
 
 	if (claims == NULL)
 		return false;
-	claim_name(scope, key, name);
-	entry = hash_search(claims, name, HASH_FIND, NULL);
+	name = claim_name(scope, key);
+	entry = hash_search(claims, &name, HASH_FIND, NULL);
+	pfree(name);
 	if (entry == NULL)
 		return false;
 	*token = entry->token;

@@ -86,11 +86,13 @@ idem_define_settings(void)
 							NULL,
 							&idem_purge_batch_size, 10000, 1, INT_MAX,
 							PGC_SIGHUP, 0, NULL, NULL, NULL);
-	DefineCustomStringVariable("idem.database",
-							   "Database in which the purge worker runs.",
-							   NULL,
-							   &idem_database, "postgres",
-							   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+	/* PostgreSQL refuses PGC_POSTMASTER settings from a library loaded later */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("idem.database",
+								   "Database in which the purge worker runs.",
+								   NULL,
+								   &idem_database, "postgres",
+								   PGC_POSTMASTER, 0, NULL, NULL, NULL);
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("idem");
 #else

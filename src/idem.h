@@ -35,9 +35,9 @@ extern char *idem_database;
 /* Input checks shared by the SQL entry points (input.c) */
 extern text *idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what);
-extern TimestampTz idem_arg_interval_from(FunctionCallInfo fcinfo, int argno,
-										  const char *what, int default_secs,
-										  TimestampTz from);
+extern Interval *idem_arg_interval(FunctionCallInfo fcinfo, int argno,
+								   const char *what, int default_secs);
+extern TimestampTz idem_after(TimestampTz from, const Interval *iv, const char *what);
 extern void idem_check_json_size(Datum jsonb, const char *what);
 
 /* Operator counters in shared memory (stats.c) */
@@ -67,5 +67,41 @@ extern void idem_purge_worker_register(void);
 extern void idem_claim_memory_init(void);
 extern void idem_claim_memory_add(text *scope, text *key, int64 token);
 extern bool idem_claim_memory_find(text *scope, text *key, int64 *token);
+
+/*
+ * Fingerprints, deterministic keys and ISO 4217 currencies (fingerprint.c,
+ * payment_key.c, currency.c).  doc/fingerprints.md states the formats.
+ */
+#if PG_VERSION_NUM >= 140000
+#include "common/cryptohash.h"
+#else
+#include "common/sha2.h"
+#endif
+#include "lib/stringinfo.h"
+#include "utils/jsonb.h"
+
+#define IDEM_SHA256_LEN			32
+
+typedef struct IdemSha256
+{
+#if PG_VERSION_NUM >= 140000
+	pg_cryptohash_ctx *ctx;
+#else
+	pg_sha256_ctx ctx;
+#endif
+} IdemSha256;
+
+extern void idem_sha256_init(IdemSha256 *h);
+extern void idem_sha256_update(IdemSha256 *h, const void *data, size_t len);
+extern void idem_sha256_final(IdemSha256 *h, uint8 *out);
+extern void idem_sha256_fail(IdemSha256 *h) pg_attribute_noreturn();
+extern void idem_canonical_append(StringInfo buf, Jsonb *jb);
+extern void idem_fingerprint_jsonb(Jsonb *jb, uint8 *out);
+extern void idem_key_hex(int nparts, const char *const *parts, const int *lens,
+						 char *hex);
+
+/* Minor units of a currency that ISO 4217 gives none (gold, XDR, ...) */
+#define IDEM_CURRENCY_NO_MINOR_UNIT	(-1)
+extern bool idem_currency_minor_units(const char *code, int *minor_units);
 
 #endif							/* IDEM_H */

@@ -8,13 +8,14 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
+#include "common/int.h"
 #include "utils/fmgrprotos.h"
 
 #include "idem.h"
 
-/* A key or event id: not NULL, 1 to 255 bytes */
-text *
-idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what)
+/* A text argument: not NULL, at most 255 bytes, and not empty if need be */
+static text *
+input_text(FunctionCallInfo fcinfo, int argno, const char *what, bool may_be_empty)
 {
 	text	   *t;
 	Size		len;
@@ -22,10 +23,11 @@ idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what)
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what)));
+				 errmsg("%s must not be null", what),
+				 may_be_empty ? errhint("Use the empty string for the default %s.", what) : 0));
 	t = PG_GETARG_TEXT_PP(argno);
 	len = VARSIZE_ANY_EXHDR(t);
-	if (len == 0)
+	if (len == 0 && !may_be_empty)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must not be empty", what)));
@@ -37,50 +39,33 @@ idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what)
 	return t;
 }
 
+/* A key or event id: not NULL, 1 to 255 bytes */
+text *
+idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what)
+{
+	return input_text(fcinfo, argno, what, false);
+}
+
 /* A scope or source: not NULL, at most 255 bytes, may be empty */
 text *
 idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what)
 {
-	text	   *t;
-	Size		len;
-
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", what),
-				 errhint("Use the empty string for the default %s.", what)));
-	t = PG_GETARG_TEXT_PP(argno);
-	len = VARSIZE_ANY_EXHDR(t);
-	if (len > IDEM_MAX_KEY_BYTES)
-		ereport(ERROR,
-				(errcode(ERRCODE_STRING_DATA_RIGHT_TRUNCATION),
-				 errmsg("%s is too long", what),
-				 errdetail("It is %zu bytes; the limit is %d.", len, IDEM_MAX_KEY_BYTES)));
-	return t;
+	return input_text(fcinfo, argno, what, true);
 }
 
 /*
- * from + an interval argument (a lease or a ttl), or from + the setting when
- * the argument is NULL.  The interval must be positive.
+ * from + iv.  Intervals of days or months go through timestamptz_pl_interval
+ * (calendar arithmetic in the session's time zone); a plain duration is
+ * added directly, which is all a default lease or ttl needs.
  */
 TimestampTz
-idem_arg_interval_from(FunctionCallInfo fcinfo, int argno, const char *what,
-					   int default_secs, TimestampTz from)
+idem_after(TimestampTz from, const Interval *iv, const char *what)
 {
-	Interval   *iv;
 	TimestampTz result;
 
-	if (PG_ARGISNULL(argno))
-		return from + (TimestampTz) default_secs * USECS_PER_SEC;
-
-	iv = PG_GETARG_INTERVAL_P(argno);
-	/* double: months and days of a hostile interval overflow int64 */
-	if ((double) iv->month * DAYS_PER_MONTH * USECS_PER_DAY +
-		(double) iv->day * USECS_PER_DAY + (double) iv->time <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be positive", what)));
-
+	if (iv->month == 0 && iv->day == 0 &&
+		!pg_add_s64_overflow(from, iv->time, &result) && !TIMESTAMP_NOT_FINITE(result))
+		return result;
 	result = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
 													 TimestampTzGetDatum(from),
 													 IntervalPGetDatum(iv)));
@@ -88,7 +73,48 @@ idem_arg_interval_from(FunctionCallInfo fcinfo, int argno, const char *what,
 		ereport(ERROR,
 				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
 				 errmsg("%s is too long", what)));
+
+	/*
+	 * Months and days of opposite signs can pass the check above and still
+	 * end in the past: '-12 months +360 days' is positive in 30-day months
+	 * but five days back on the calendar.  A ttl like that would let a
+	 * completed payment be charged again at once.
+	 */
+	if (result <= from)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive", what),
+				 errdetail("Added to the current time, it ends at or before the current time.")));
 	return result;
+}
+
+/*
+ * A lease or ttl argument, or the setting when it is NULL.  It must be
+ * positive and must not run past the end of time; both are checked now, so
+ * that a bad interval fails before anything is written.  The caller adds it
+ * to the clock when it writes (a claim may wait for another one first).
+ */
+Interval *
+idem_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
+				  int default_secs)
+{
+	Interval   *iv;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (PG_ARGISNULL(argno))
+	{
+		iv = palloc0(sizeof(Interval));
+		iv->time = (TimeOffset) default_secs * USECS_PER_SEC;
+		return iv;
+	}
+	iv = PG_GETARG_INTERVAL_P(argno);
+	/* '1 month -30 days' is positive or not depending on the date: ask the calendar */
+	if ((iv->month <= 0 && iv->day <= 0 && iv->time <= 0) ||
+		idem_after(now, iv, what) <= now)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive", what)));
+	return iv;
 }
 
 /* A response, error or checkpoint data: at most idem.max_response_size */

@@ -45,10 +45,18 @@ purge_table(IdemTable which, TimestampTz now, int64 limit)
 	IndexScanDesc scan;
 	ScanKeyData skey;
 	int64		deleted = 0;
+	Snapshot	snapshot;
 
+	/*
+	 * A snapshot taken now, not the statement's: it must not show rows this
+	 * transaction already deleted or replaced (an earlier idem_purge or
+	 * idem_claim in the same statement), which heap_delete would refuse.
+	 */
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	ScanKeyInit(&skey, 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE,
 				TimestampTzGetDatum(now));
-	scan = index_beginscan(heap, index, GetActiveSnapshot(), 1, 0);
+	scan = index_beginscan(heap, index, snapshot, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	while (deleted < limit && index_getnext_slot(scan, ForwardScanDirection, slot))
 	{
@@ -65,6 +73,7 @@ purge_table(IdemTable which, TimestampTz now, int64 limit)
 			deleted++;
 	}
 	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
 	ExecDropSingleTupleTableSlot(slot);
 	index_close(index, NoLock);
 	table_close(heap, NoLock);

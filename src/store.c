@@ -236,12 +236,15 @@ store_take_row(IdemStore *st)
 
 /*
  * Read the newest version of the row of (a, b), waiting for a transaction
- * that is still writing it (or, with nowait, answering BUSY).  Under
+ * that is still writing it (or, with nowait, answering BUSY).  If the caller
+ * holds the key lock (locked), it is let go while waiting and held again on
+ * return.  Without the key lock the row read may change at any moment, so
+ * only answers that no writer can take back may be given from it.  Under
  * REPEATABLE READ and SERIALIZABLE a row this transaction's snapshot cannot
  * see raises serialization_failure, as INSERT ... ON CONFLICT does.
  */
 IdemFetch
-idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait)
+idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 {
 	ScanKeyData skey[2];
 	SnapshotData dirty;
@@ -274,8 +277,21 @@ idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait)
 			st->found = false;
 			return IDEM_FETCH_BUSY;
 		}
-		XactLockTableWait(xwait, st->heap, &st->slot->tts_tid, XLTW_None);
-		ExecClearTuple(st->slot);
+
+		/*
+		 * Wait for the writer without the key lock: it may need the lock
+		 * itself (to complete its claim) before it can end.
+		 */
+		{
+			ItemPointerData tid = st->slot->tts_tid;
+
+			ExecClearTuple(st->slot);
+			if (locked)
+				idem_store_unlock(st->which, a, b);
+			XactLockTableWait(xwait, st->heap, &tid, XLTW_None);
+			if (locked)
+				idem_store_lock(st->which, a, b, false);
+		}
 	}
 
 	store_take_row(st);
@@ -310,13 +326,14 @@ idem_store_fetch_visible(IdemStore *st, text *a, text *b)
 
 /*
  * Add index entries for a new heap tuple.  With an update, modified says
- * which columns changed (to tell the index it may delete old duplicates).
+ * which columns changed (to tell the index it may delete old duplicates);
+ * only_summarizing limits a HOT update's entries to BRIN-like indexes.
  * idem's tables take only plain indexes: an expression or partial index
  * that a DBA added is refused rather than left stale.
  */
 static void
 store_insert_index_entries(Relation heap, HeapTuple tup, bool update,
-						   Bitmapset *modified)
+						   Bitmapset *modified, bool only_summarizing)
 {
 	List	   *indexes = RelationGetIndexList(heap);
 	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(heap),
@@ -339,7 +356,11 @@ store_insert_index_entries(Relation heap, HeapTuple tup, bool update,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("idem cannot maintain index \"%s\"", RelationGetRelationName(ind)),
 					 errhint("Drop it: idem's tables take only plain indexes on columns.")));
-		if (!ii->ii_ReadyForInserts)
+		if (!ii->ii_ReadyForInserts
+#if PG_VERSION_NUM >= 160000
+			|| (only_summarizing && !ii->ii_Summarizing)
+#endif
+			)
 		{
 			index_close(ind, NoLock);
 			continue;
@@ -371,7 +392,7 @@ idem_store_insert(IdemStore *st, Datum *values, bool *nulls)
 	HeapTuple	tup = heap_form_tuple(RelationGetDescr(st->heap), values, nulls);
 
 	heap_insert(st->heap, tup, GetCurrentCommandId(true), 0, NULL);
-	store_insert_index_entries(st->heap, tup, false, NULL);
+	store_insert_index_entries(st->heap, tup, false, NULL, false);
 	heap_freetuple(tup);
 	/* later calls of this transaction, even in this statement, see it */
 	CommandCounterIncrement();
@@ -410,6 +431,7 @@ idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 	LockTupleMode lockmode;
 	TM_Result	result;
 	bool		new_index_entries;
+	bool		only_summarizing = false;
 
 	/* values may point into the slot's buffer: it is released only now */
 	ExecClearTuple(st->slot);
@@ -422,6 +444,8 @@ idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 		result = heap_update(st->heap, &otid, tup, GetCurrentCommandId(true),
 							 InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
 		new_index_entries = (update_indexes != TU_None);
+		/* a HOT update that changed a BRIN column: only those indexes */
+		only_summarizing = (update_indexes == TU_Summarizing);
 	}
 #else
 	result = heap_update(st->heap, &otid, tup, GetCurrentCommandId(true),
@@ -439,7 +463,7 @@ idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 			 result, heap_names[st->which]);
 
 	if (new_index_entries)
-		store_insert_index_entries(st->heap, tup, true, modified);
+		store_insert_index_entries(st->heap, tup, true, modified, only_summarizing);
 	bms_free(modified);
 	heap_freetuple(tup);
 	CommandCounterIncrement();
@@ -472,7 +496,5 @@ idem_store_delete_expired(IdemTable which, Relation heap, ItemPointer tid,
 	result = heap_delete(heap, tid, GetCurrentCommandId(true), InvalidSnapshot,
 						 false, &tmfd, false);
 	idem_store_unlock(which, a, b);
-	if (result == TM_Invisible)
-		elog(ERROR, "attempted to purge an invisible row of idem.%s", heap_names[which]);
 	return result == TM_Ok;
 }

@@ -73,7 +73,8 @@ extern void idem_store_open(IdemStore *st, IdemTable which, bool write);
 extern void idem_store_close(IdemStore *st);
 extern bool idem_store_lock(IdemTable which, text *a, text *b, bool nowait);
 extern void idem_store_unlock(IdemTable which, text *a, text *b);
-extern IdemFetch idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait);
+extern IdemFetch idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait,
+								  bool locked);
 extern bool idem_store_fetch_visible(IdemStore *st, text *a, text *b);
 extern void idem_store_insert(IdemStore *st, Datum *values, bool *nulls);
 extern void idem_store_update(IdemStore *st, Datum *values, bool *nulls);

@@ -18,14 +18,24 @@
 
 PG_FUNCTION_INFO_V1(idem_webhook);
 
+/* Is there no live record of the delivery read?  Moves *now past any wait. */
+static bool
+webhook_is_first(IdemStore *st, IdemFetch fetched, TimestampTz *now)
+{
+	if (fetched != IDEM_FETCH_FOUND)
+		return true;
+	*now = Max(*now, GetCurrentTimestamp());
+	return DatumGetTimestampTz(st->values[WEBHOOKS_EXPIRES_AT]) <= *now;
+}
+
 /* idem_webhook(source, event_id, ttl): true the first time, false for a duplicate */
 Datum
 idem_webhook(PG_FUNCTION_ARGS)
 {
 	text	   *source = idem_arg_scope(fcinfo, 0, "source");
 	text	   *event_id = idem_arg_key(fcinfo, 1, "event_id");
+	Interval   *ttl = idem_arg_interval(fcinfo, 2, "ttl", idem_webhook_ttl_secs);
 	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz expires_at = idem_arg_interval_from(fcinfo, 2, "ttl", idem_webhook_ttl_secs, now);
 	Datum		values[WEBHOOKS_NATTS];
 	bool		nulls[WEBHOOKS_NATTS] = {false};
 	IdemStore	st;
@@ -35,28 +45,31 @@ idem_webhook(PG_FUNCTION_ARGS)
 	PreventCommandIfReadOnly("idem_webhook()");
 	PreventCommandDuringRecovery("idem_webhook()");
 
-	idem_store_lock(IDEM_WEBHOOKS, source, event_id, false);
+	/* a duplicate is answered from a read without the key lock */
 	idem_store_open(&st, IDEM_WEBHOOKS, true);
-	fetched = idem_store_fetch(&st, source, event_id, false);
-	if (fetched == IDEM_FETCH_FOUND)
-		now = Max(now, GetCurrentTimestamp());
-
-	first = (fetched != IDEM_FETCH_FOUND ||
-			 DatumGetTimestampTz(st.values[WEBHOOKS_EXPIRES_AT]) <= now);
+	fetched = idem_store_fetch(&st, source, event_id, false, false);
+	first = webhook_is_first(&st, fetched, &now);
 	if (first)
 	{
-		values[WEBHOOKS_SOURCE] = PointerGetDatum(source);
-		values[WEBHOOKS_EVENT_ID] = PointerGetDatum(event_id);
-		values[WEBHOOKS_RECEIVED_AT] = TimestampTzGetDatum(now);
-		values[WEBHOOKS_EXPIRES_AT] = TimestampTzGetDatum(expires_at);
-		/* an expired record is a delivery seen too long ago: it starts again */
-		if (fetched == IDEM_FETCH_FOUND)
-			idem_store_update(&st, values, nulls);
-		else
-			idem_store_insert(&st, values, nulls);
+		ExecClearTuple(st.slot);
+		idem_store_lock(IDEM_WEBHOOKS, source, event_id, false);
+		fetched = idem_store_fetch(&st, source, event_id, false, true);
+		first = webhook_is_first(&st, fetched, &now);
+		if (first)
+		{
+			values[WEBHOOKS_SOURCE] = PointerGetDatum(source);
+			values[WEBHOOKS_EVENT_ID] = PointerGetDatum(event_id);
+			values[WEBHOOKS_RECEIVED_AT] = TimestampTzGetDatum(now);
+			values[WEBHOOKS_EXPIRES_AT] = TimestampTzGetDatum(idem_after(now, ttl, "ttl"));
+			/* an expired record is a delivery seen too long ago: it starts again */
+			if (fetched == IDEM_FETCH_FOUND)
+				idem_store_update(&st, values, nulls);
+			else
+				idem_store_insert(&st, values, nulls);
+		}
+		idem_store_unlock(IDEM_WEBHOOKS, source, event_id);
 	}
 	idem_store_close(&st);
-	idem_store_unlock(IDEM_WEBHOOKS, source, event_id);
 
 	idem_stats_count(first ? IDEM_STAT_WEBHOOKS_NEW : IDEM_STAT_WEBHOOKS_DUPLICATE, 1);
 	PG_RETURN_BOOL(first);

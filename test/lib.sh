@@ -1,9 +1,19 @@
+# shellcheck shell=bash
 # Shared by test/run.sh, test/demo.sh and bench/run.sh: where things go and
 # how a private copy of the server is made with idem installed into it.
 # Source it; it defines functions and variables, it runs nothing.
 
 IDEM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PG_CONFIG=${PG_CONFIG:-pg_config}
+# The server version the project targets; its pg_config wins over the one on
+# PATH, which follows the newest server-dev package installed.
+IDEM_PG_MAJOR=${IDEM_PG_MAJOR:-15}
+if [ -z "${PG_CONFIG:-}" ]; then
+	if [ -x "/usr/lib/postgresql/$IDEM_PG_MAJOR/bin/pg_config" ]; then
+		PG_CONFIG=/usr/lib/postgresql/$IDEM_PG_MAJOR/bin/pg_config
+	else
+		PG_CONFIG=pg_config
+	fi
+fi
 # Everything the tests, the demo and the benchmark write lives below here.
 IDEM_BUILD=${IDEM_BUILD:-$IDEM_ROOT/tmp_check}
 IDEM_PRIVATE=$IDEM_BUILD/install
@@ -28,22 +38,63 @@ idem_private_install() {
 	libdir=$("$PG_CONFIG" --pkglibdir)
 	sharedir=$("$PG_CONFIG" --sharedir)
 
-	make -C "$IDEM_ROOT" -s all >&2 || return 1
+	make -C "$IDEM_ROOT" -s all PG_CONFIG="$PG_CONFIG" >&2 || return 1
 	rm -rf "$IDEM_PRIVATE"
 	mkdir -p "$IDEM_PRIVATE$bindir" "$IDEM_PRIVATE$libdir" "$IDEM_PRIVATE$sharedir/extension"
 	cp -a "$bindir/." "$IDEM_PRIVATE$bindir/"
 	for f in "$libdir"/*; do
-		case "$(basename "$f")" in idem.so|idem) ;; *) ln -s "$f" "$IDEM_PRIVATE$libdir/" ;; esac
+		case "$(basename "$f")" in idem.so|idem|bitcode) ;; *) ln -s "$f" "$IDEM_PRIVATE$libdir/" ;; esac
 	done
+	# The JIT bitcode goes to lib/bitcode: a real directory here, or the
+	# install would write through a link into the system's.
+	if [ -d "$libdir/bitcode" ]; then
+		mkdir -p "$IDEM_PRIVATE$libdir/bitcode"
+		for f in "$libdir"/bitcode/*; do
+			case "$(basename "$f")" in idem|idem.index.bc) ;; *) ln -s "$f" "$IDEM_PRIVATE$libdir/bitcode/" ;; esac
+		done
+	fi
 	for f in "$sharedir"/*; do
 		[ "$(basename "$f")" = extension ] || ln -s "$f" "$IDEM_PRIVATE$sharedir/"
 	done
 	for f in "$sharedir"/extension/*; do
 		case "$(basename "$f")" in idem.control|idem--*) ;; *) ln -s "$f" "$IDEM_PRIVATE$sharedir/extension/" ;; esac
 	done
-	make -C "$IDEM_ROOT" -s install DESTDIR="$IDEM_PRIVATE" >/dev/null || return 1
+	make -C "$IDEM_ROOT" -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$IDEM_PRIVATE" >/dev/null || return 1
 	IDEM_BINDIR=$IDEM_PRIVATE$bindir
 	if [ "$(id -u)" = 0 ]; then
 		chown -R postgres: "$IDEM_BUILD"
 	fi
+}
+
+# As root the servers run as postgres, which must be able to read the
+# checkout and reach tmp_check inside it.  When it cannot (a clone under
+# /root, a umask of 077), run the calling script again from a copy under /tmp
+# that postgres owns, and exit with its status.  Returns when no copy is
+# needed.  Usage: idem_run_readable_copy test/run.sh "$@"; with
+# IDEM_KEEP_STAGE set the copy stays after success too (the demo's cluster
+# lives in it).
+idem_run_readable_copy() {
+	local script=$1 stage rc unreadable
+	shift
+	[ "$(id -u)" = 0 ] && [ -z "${IDEM_STAGED:-}" ] || return 0
+	if runuser -u postgres -- test -x "$IDEM_ROOT" -a -r "$IDEM_ROOT/Makefile" 2>/dev/null; then
+		unreadable=$(runuser -u postgres -- find "$IDEM_ROOT" \
+			\( -path "$IDEM_ROOT/.git" -o -path "$IDEM_BUILD" \) -prune -o \
+			\( ! -readable -o -type d ! -executable \) -print -quit 2>&1)
+		[ -n "$unreadable" ] || return 0
+	fi
+	stage=$(mktemp -d /tmp/idem-stage.XXXXXX) || exit 1
+	if [ -n "${IDEM_KEEP_STAGE:-}" ]; then
+		echo "The postgres user cannot read $IDEM_ROOT: running from a copy in $stage" >&2
+	else
+		echo "The postgres user cannot read $IDEM_ROOT: running from a copy in $stage (removed afterwards unless something fails)" >&2
+	fi
+	tar -C "$IDEM_ROOT" --exclude=./.git --exclude=./tmp_check -cf - . | tar -C "$stage" -xf - || exit 1
+	chown -R postgres: "$stage"
+	IDEM_STAGED=1 env -u IDEM_BUILD bash "$stage/$script" "$@"
+	rc=$?
+	if [ "$rc" = 0 ] && [ -z "${IDEM_KEEP_STAGE:-}" ]; then
+		rm -rf "$stage"
+	fi
+	exit "$rc"
 }

@@ -1,0 +1,195 @@
+-- Privileges: after CREATE EXTENSION, PUBLIC can use nothing of idem; the
+-- GRANT that doc/api.md documents lets an application role claim, complete,
+-- replay and record webhooks, and still not touch idem's tables; no function
+-- is SECURITY DEFINER without a pinned search_path; the tables and the
+-- sequence are dumped by pg_dump.  Roles are cluster-wide: they are named
+-- regress_idem_* and dropped at the end, so the test can run again.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idem;
+RESET client_min_messages;
+
+-- leftovers of an interrupted earlier run
+DO $$
+DECLARE
+    r name;
+BEGIN
+    FOR r IN SELECT rolname FROM pg_roles WHERE rolname IN
+             ('regress_idem_nobody', 'regress_idem_app', 'regress_idem_monitor')
+    LOOP
+        EXECUTE format('DROP OWNED BY %I', r);
+        EXECUTE format('DROP ROLE %I', r);
+    END LOOP;
+END $$;
+
+CREATE ROLE regress_idem_nobody;
+CREATE ROLE regress_idem_app;
+CREATE ROLE regress_idem_monitor;
+
+-- Run a statement; show its SQLSTATE and message instead of failing
+CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+-- Every right a role has on the extension's objects: functions it may
+-- execute, and any privilege on its tables, sequence, view and schema
+CREATE FUNCTION pg_temp.idem_rights(r name) RETURNS TABLE (object text, privilege text)
+LANGUAGE sql AS $$
+  SELECT p.oid::regprocedure::text, 'EXECUTE'
+  FROM pg_depend d JOIN pg_proc p ON p.oid = d.objid
+  WHERE d.classid = 'pg_proc'::regclass AND d.deptype = 'e'
+    AND d.refclassid = 'pg_extension'::regclass
+    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
+    AND has_function_privilege(r, p.oid, 'EXECUTE')
+  UNION ALL
+  SELECT c.oid::regclass::text, priv
+  FROM pg_depend d JOIN pg_class c ON c.oid = d.objid,
+       unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) AS priv
+  WHERE d.classid = 'pg_class'::regclass AND d.deptype = 'e'
+    AND d.refclassid = 'pg_extension'::regclass
+    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
+    AND c.relkind IN ('r', 'v') AND has_table_privilege(r, c.oid, priv)
+  UNION ALL
+  SELECT c.oid::regclass::text, priv
+  FROM pg_depend d JOIN pg_class c ON c.oid = d.objid,
+       unnest(ARRAY['USAGE', 'SELECT', 'UPDATE']) AS priv
+  WHERE d.classid = 'pg_class'::regclass AND d.deptype = 'e'
+    AND d.refclassid = 'pg_extension'::regclass
+    AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
+    AND c.relkind = 'S' AND has_sequence_privilege(r, c.oid, priv)
+  UNION ALL
+  SELECT 'schema idem', priv
+  FROM unnest(ARRAY['USAGE', 'CREATE']) AS priv
+  WHERE has_schema_privilege(r, 'idem', priv)
+  ORDER BY 1, 2
+$$;
+
+-- what the extension consists of
+SELECT count(*) FILTER (WHERE d.classid = 'pg_proc'::regclass) AS functions,
+       count(*) FILTER (WHERE c.relkind = 'r') AS tables,
+       count(*) FILTER (WHERE c.relkind = 'S') AS sequences,
+       count(*) FILTER (WHERE c.relkind = 'v') AS views
+FROM pg_depend d LEFT JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid
+WHERE d.deptype = 'e' AND d.refclassid = 'pg_extension'::regclass
+  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem');
+
+--
+-- PUBLIC: a role with no grants can execute no function and read nothing
+--
+SELECT * FROM pg_temp.idem_rights('regress_idem_nobody');
+-- nor does any ACL of the extension's objects name PUBLIC (grantee 0)
+SELECT p.oid::regprocedure AS public_function
+FROM pg_proc p, aclexplode(p.proacl) a
+WHERE a.grantee = 0 AND p.oid IN (SELECT objid FROM pg_depend WHERE deptype = 'e'
+      AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem'));
+SELECT c.oid::regclass AS public_relation
+FROM pg_class c, aclexplode(c.relacl) a
+WHERE a.grantee = 0 AND c.oid IN (SELECT objid FROM pg_depend WHERE deptype = 'e'
+      AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem'));
+
+SET ROLE regress_idem_nobody;
+SELECT pg_temp.err($q$SELECT idem_claim('priv-0', scope => 'regress-priv')$q$);
+SELECT pg_temp.err($q$SELECT idem_webhook('regress-priv', 'evt-0')$q$);
+SELECT pg_temp.err($q$SELECT idem_fingerprint('{}')$q$);
+SELECT pg_temp.err($q$SELECT * FROM idem.keys$q$);
+SELECT pg_temp.err($q$SELECT * FROM idem_stats$q$);
+RESET ROLE;
+-- nothing was written by the refused calls
+SELECT count(*) AS rows FROM idem.keys WHERE scope = 'regress-priv';
+
+--
+-- The application role, with the GRANT of doc/api.md (copied verbatim,
+-- with the role's name)
+--
+GRANT EXECUTE ON FUNCTION
+    idem_claim(text, bytea, text, interval, interval, boolean),
+    idem_complete(text, jsonb, text, bigint),
+    idem_fail(text, jsonb, boolean, text, bigint),
+    idem_checkpoint(text, text, jsonb, text, bigint, interval),
+    idem_lookup(text, text),
+    idem_canonical(jsonb),
+    idem_fingerprint(jsonb),
+    idem_key(text[]),
+    idem_payment_key(text, text, numeric, text, date),
+    idem_webhook(text, text, interval),
+    idem_webhook_verify(text, text, text, jsonb, interval)
+TO regress_idem_app;
+SELECT * FROM pg_temp.idem_rights('regress_idem_app');
+
+SET ROLE regress_idem_app;
+-- two-phase: claim, then complete with the token in a later transaction
+SELECT status, attempt, token AS t1
+FROM idem_claim('priv-1', idem_fingerprint('{"amount": 100}'), scope => 'regress-priv', lease => '30 s') \gset
+SELECT :'status' AS status, :attempt AS attempt;
+SELECT idem_checkpoint('priv-1', 'charged', '{"charge": "ch_1"}', scope => 'regress-priv', token => :t1);
+SELECT idem_complete('priv-1', '{"charge": "ch_1"}', scope => 'regress-priv', token => :t1);
+-- replay
+SELECT status, attempt, response
+FROM idem_claim('priv-1', idem_fingerprint('{"amount": 100.00}'), scope => 'regress-priv');
+SELECT status FROM idem_claim('priv-1', idem_fingerprint('{"amount": 200}'), scope => 'regress-priv');
+-- in-transaction, with a final failure
+BEGIN;
+SELECT status FROM idem_claim('priv-2', scope => 'regress-priv');
+SELECT idem_fail('priv-2', '{"code": "card_declined"}', retryable => false, scope => 'regress-priv');
+COMMIT;
+SELECT status, response FROM idem_claim('priv-2', scope => 'regress-priv');
+SELECT state, attempt, checkpoint FROM idem_lookup('priv-1', 'regress-priv');
+-- webhooks
+SELECT idem_webhook('regress-priv', 'evt-1') AS first, idem_webhook('regress-priv', 'evt-1') AS duplicate;
+SELECT idem_webhook_verify('standard', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+    '{"test": 2432232314}',
+    '{"webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek",
+      "webhook-timestamp": "1614265330",
+      "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="}',
+    NULL) AS genuine;
+-- keys
+SELECT idem_canonical('{"b": 1.50, "a": 2}') AS canonical,
+       length(idem_key('a', 'b')) AS key_length,
+       idem_payment_key('m1', 'o1', 100, 'usd', '2026-01-02') AS payment_key;
+-- still no access to the tables, the sequence or the operators' functions
+SELECT pg_temp.err($q$SELECT * FROM idem.keys$q$);
+SELECT pg_temp.err($q$UPDATE idem.keys SET state = 'completed'$q$);
+SELECT pg_temp.err($q$SELECT * FROM idem.webhooks$q$);
+SELECT pg_temp.err($q$SELECT nextval('idem.token_seq')$q$);
+SELECT pg_temp.err($q$SELECT idem_stats_reset()$q$);
+SELECT pg_temp.err($q$SELECT idem_purge()$q$);
+SELECT pg_temp.err($q$SELECT * FROM idem_stats$q$);
+RESET ROLE;
+
+--
+-- The monitoring role, with the GRANT of doc/api.md: the counters only
+--
+GRANT SELECT ON idem_stats TO regress_idem_monitor;
+GRANT EXECUTE ON FUNCTION idem.stats_1_0() TO regress_idem_monitor;
+SELECT * FROM pg_temp.idem_rights('regress_idem_monitor');
+
+--
+-- SECURITY DEFINER functions must pin search_path
+--
+SELECT count(*) AS security_definer_functions
+FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+WHERE d.deptype = 'e' AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
+  AND p.prosecdef;
+SELECT p.oid::regprocedure AS definer_without_search_path
+FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+WHERE d.deptype = 'e' AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
+  AND p.prosecdef
+  AND NOT EXISTS (SELECT FROM unnest(p.proconfig) AS c WHERE c LIKE 'search\_path=%');
+
+--
+-- pg_dump keeps the rows: the tables and the sequence are configuration
+-- relations of the extension, dumped whole (no filter condition)
+--
+SELECT cfg::regclass AS dumped, cond AS filter
+FROM pg_extension, unnest(extconfig, extcondition) AS u(cfg, cond)
+WHERE extname = 'idem'
+ORDER BY cfg::regclass::text;
+
+-- clean up: the rows, the grants and the roles
+DELETE FROM idem.keys WHERE scope = 'regress-priv';
+DELETE FROM idem.webhooks WHERE source = 'regress-priv';
+DROP OWNED BY regress_idem_nobody, regress_idem_app, regress_idem_monitor;
+DROP ROLE regress_idem_nobody, regress_idem_app, regress_idem_monitor;

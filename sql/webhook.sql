@@ -1,0 +1,272 @@
+-- A webhook handler that updates an order, delivered five times: the order
+-- is paid once and the delivery recorded once.  The handler is the one of
+-- doc/webhooks.md ("A webhook handler, ready to paste"), copied verbatim; the
+-- deliveries are signed here with pgcrypto's hmac(), independent of idem.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idem;
+RESET client_min_messages;
+-- pgcrypto may be there already from another test: install it quietly, and
+-- at the end remove it only if this test installed it
+SELECT NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'pgcrypto') AS drop_pgcrypto \gset
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pgcrypto;
+RESET client_min_messages;
+-- the application's objects live in a schema of their own, dropped at the end
+CREATE SCHEMA regress_webhook;
+SET search_path = regress_webhook, public;
+
+-- the orders table of doc/webhooks.md
+CREATE TABLE orders (
+    id          bigint PRIMARY KEY,
+    amount      numeric NOT NULL,
+    currency    text NOT NULL,
+    status      text NOT NULL DEFAULT 'pending'
+                CHECK (status IN ('pending', 'paid', 'failed', 'refunded')),
+    paid_at     timestamptz,
+    refunded_at timestamptz
+);
+
+-- the handler of doc/webhooks.md, with its secrets table
+CREATE TABLE webhook_secrets (
+    source text NOT NULL,
+    secret text NOT NULL,
+    PRIMARY KEY (source, secret)
+);
+REVOKE ALL ON webhook_secrets FROM PUBLIC;
+
+-- Handle one Stripe delivery: verify, deduplicate, apply.  Returns the HTTP
+-- status to answer and what happened.  Call it in its own transaction and
+-- COMMIT whatever it returns.
+CREATE FUNCTION handle_stripe_webhook(payload text, headers jsonb,
+                                      OUT http_status int, OUT outcome text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    event    jsonb;
+    order_id bigint;
+    moved    bigint;
+BEGIN
+    -- 1. Genuine?  A bad signature is false, never an error.
+    IF NOT EXISTS (SELECT FROM webhook_secrets s
+                   WHERE s.source = 'stripe'
+                     AND idem_webhook_verify('stripe', s.secret, payload, headers)) THEN
+        http_status := 400; outcome := 'bad_signature';
+        RETURN;
+    END IF;
+    event := payload::jsonb;
+    order_id := (event #>> '{data,object,metadata,order_id}')::bigint;
+
+    -- A block with an EXCEPTION clause runs in a savepoint: an event that
+    -- came too early is taken back whole, its delivery record included.
+    BEGIN
+        -- 2. New?  A duplicate was handled by the delivery that recorded it.
+        IF NOT idem_webhook('stripe', event->>'id') THEN
+            http_status := 200; outcome := 'duplicate';
+            RETURN;
+        END IF;
+
+        -- 3. Apply: move the order forward only from the state the event expects.
+        CASE event->>'type'
+        WHEN 'payment_intent.succeeded' THEN
+            UPDATE orders SET status = 'paid', paid_at = now()
+            WHERE id = order_id AND status IN ('pending', 'failed');
+        WHEN 'payment_intent.payment_failed' THEN
+            UPDATE orders SET status = 'failed'
+            WHERE id = order_id AND status = 'pending';
+        WHEN 'charge.refunded' THEN
+            UPDATE orders SET status = 'refunded', refunded_at = now()
+            WHERE id = order_id AND status = 'paid';
+        ELSE
+            http_status := 200; outcome := 'ignored';   -- a type we do not handle
+            RETURN;
+        END CASE;
+        GET DIAGNOSTICS moved = ROW_COUNT;
+
+        IF moved = 1 THEN
+            http_status := 200; outcome := 'applied';
+        ELSIF NOT EXISTS (SELECT FROM orders WHERE id = order_id) THEN
+            http_status := 200; outcome := 'unknown_order';
+        ELSIF event->>'type' = 'charge.refunded' THEN
+            -- the refund overtook the payment: undo, let the provider retry
+            RAISE EXCEPTION 'order % is not paid yet', order_id USING ERRCODE = 'WH409';
+        ELSE
+            http_status := 200; outcome := 'stale';     -- the order moved past this event
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'WH409' THEN
+        http_status := 409; outcome := 'too_early';
+    END;
+END
+$$;
+
+-- a test observer: one row per change of an order's status
+CREATE TABLE order_log (order_id bigint, status text);
+CREATE FUNCTION log_order_status() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.status IS DISTINCT FROM OLD.status THEN
+        INSERT INTO order_log VALUES (NEW.id, NEW.status);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER order_status_log AFTER UPDATE ON orders
+    FOR EACH ROW EXECUTE FUNCTION log_order_status();
+
+INSERT INTO webhook_secrets VALUES ('stripe', 'whsec_regress_webhook_secret');
+INSERT INTO orders (id, amount, currency) VALUES
+    (42, 100, 'USD'), (43, 25, 'EUR'), (44, 10, 'USD'), (45, 70, 'GBP');
+
+-- Stripe-Signature headers for a payload, signed now (as Stripe signs every
+-- retry anew)
+CREATE FUNCTION pg_temp.sign(payload text, secret text DEFAULT 'whsec_regress_webhook_secret')
+RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('Stripe-Signature',
+         't=' || t || ',v1=' || encode(hmac(t || '.' || payload, secret, 'sha256'), 'hex'))
+  FROM (SELECT floor(extract(epoch FROM clock_timestamp()))::bigint::text AS t) AS n
+$$;
+-- a Stripe event about an order
+CREATE FUNCTION pg_temp.event(id text, type text, order_id bigint) RETURNS text LANGUAGE sql AS $$
+  SELECT jsonb_build_object('id', id, 'object', 'event', 'type', type,
+                            'data', jsonb_build_object('object',
+                                    jsonb_build_object('id', 'pi_' || order_id,
+                                                       'metadata', jsonb_build_object('order_id', order_id::text))))::text
+$$;
+-- one delivery: the app's transaction around the handler (autocommit here)
+CREATE FUNCTION pg_temp.deliver(payload text) RETURNS text LANGUAGE sql AS $$
+  SELECT http_status || ' ' || outcome FROM handle_stripe_webhook(payload, pg_temp.sign(payload))
+$$;
+
+--
+-- Five deliveries of one event: applied once, then duplicates
+--
+SELECT pg_temp.event('evt_regress_paid_42', 'payment_intent.succeeded', 42) AS paid_42 \gset
+SELECT n AS delivery, pg_temp.deliver(:'paid_42') AS answer FROM generate_series(1, 5) AS n;
+SELECT id, status, paid_at IS NOT NULL AS has_paid_at FROM orders WHERE id = 42;
+-- the order became paid once
+SELECT status, count(*) AS changes FROM order_log WHERE order_id = 42 GROUP BY status;
+-- and the delivery is recorded once
+SELECT source, event_id FROM idem.webhooks WHERE event_id = 'evt_regress_paid_42';
+
+-- a forged delivery (wrong secret) is refused and records nothing
+SELECT pg_temp.event('evt_regress_forged', 'charge.refunded', 42) AS forged \gset
+SELECT http_status, outcome
+FROM handle_stripe_webhook(:'forged', pg_temp.sign(:'forged', 'whsec_not_the_secret'));
+-- so is a tampered body with a genuine signature
+SELECT http_status, outcome
+FROM handle_stripe_webhook(replace(:'paid_42', '42', '43'), pg_temp.sign(:'paid_42'));
+SELECT count(*) AS forged_records FROM idem.webhooks WHERE event_id = 'evt_regress_forged';
+SELECT status FROM orders WHERE id = 42;
+
+--
+-- A delivery whose transaction rolls back leaves nothing: it is delivered again
+--
+SELECT pg_temp.event('evt_regress_paid_43', 'payment_intent.succeeded', 43) AS paid_43 \gset
+BEGIN;
+SELECT pg_temp.deliver(:'paid_43') AS answer;
+SELECT status FROM orders WHERE id = 43;
+ROLLBACK;
+SELECT status FROM orders WHERE id = 43;
+SELECT count(*) AS records FROM idem.webhooks WHERE event_id = 'evt_regress_paid_43';
+SELECT pg_temp.deliver(:'paid_43') AS redelivery;
+SELECT pg_temp.deliver(:'paid_43') AS again;
+SELECT status, count(*) AS changes FROM order_log WHERE order_id = 43 GROUP BY status;
+
+--
+-- Moving an order forward only from the expected state
+--
+-- a late "payment failed" for a paid order is stale: recorded, order unchanged
+SELECT pg_temp.deliver(pg_temp.event('evt_regress_failed_42', 'payment_intent.payment_failed', 42)) AS late_failure;
+SELECT status FROM orders WHERE id = 42;
+-- a refund that overtakes the payment is too early: 409, nothing recorded,
+-- so the provider's next delivery of it is processed
+SELECT pg_temp.event('evt_regress_refund_44', 'charge.refunded', 44) AS refund_44 \gset
+SELECT pg_temp.deliver(:'refund_44') AS refund_first;
+SELECT status FROM orders WHERE id = 44;
+SELECT count(*) AS records FROM idem.webhooks WHERE event_id = 'evt_regress_refund_44';
+SELECT pg_temp.deliver(pg_temp.event('evt_regress_paid_44', 'payment_intent.succeeded', 44)) AS payment;
+SELECT pg_temp.deliver(:'refund_44') AS refund_redelivered;
+SELECT pg_temp.deliver(:'refund_44') AS refund_again;
+SELECT status, refunded_at IS NOT NULL AS has_refunded_at FROM orders WHERE id = 44;
+-- a success that arrives after the refund (another event id) cannot move the
+-- order backwards
+SELECT pg_temp.deliver(pg_temp.event('evt_regress_paid_44b', 'payment_intent.succeeded', 44)) AS late_success;
+SELECT status FROM orders WHERE id = 44;
+SELECT status, count(*) AS changes FROM order_log WHERE order_id = 44 GROUP BY status ORDER BY status;
+-- the bare pattern: the conditional UPDATE changes no row when the state is wrong
+WITH moved AS (
+    UPDATE orders SET status = 'paid', paid_at = now()
+    WHERE id = 44 AND status IN ('pending', 'failed')
+    RETURNING id)
+SELECT count(*) AS moved_backwards FROM moved;
+WITH moved AS (
+    UPDATE orders SET status = 'failed'
+    WHERE id = 45 AND status = 'pending'
+    RETURNING id)
+SELECT count(*) AS moved_forward FROM moved;
+-- a failed order may still be paid (the customer retried with another card)
+SELECT pg_temp.deliver(pg_temp.event('evt_regress_paid_45', 'payment_intent.succeeded', 45)) AS paid_after_failure;
+SELECT status FROM orders WHERE id = 45;
+-- an unknown order, and an event type the handler does not apply
+SELECT pg_temp.deliver(pg_temp.event('evt_regress_unknown', 'payment_intent.succeeded', 999)) AS unknown_order;
+SELECT pg_temp.deliver(pg_temp.event('evt_regress_other', 'customer.created', 42)) AS other_type;
+SELECT pg_temp.deliver(pg_temp.event('evt_regress_other', 'customer.created', 42)) AS other_type_again;
+
+--
+-- Expiry: a record past its ttl is a new delivery
+--
+SELECT idem_webhook('regress-expiry', 'evt-1', ttl => '1 ms') AS first;
+SELECT pg_sleep(0.01);
+SELECT idem_webhook('regress-expiry', 'evt-1') AS after_expiry;
+SELECT idem_webhook('regress-expiry', 'evt-1') AS duplicate;
+-- the record was renewed in place, with the default ttl (7 days)
+SELECT count(*) AS records,
+       bool_and(expires_at - received_at BETWEEN '6 days 23 hours' AND '7 days') AS kept_7_days
+FROM idem.webhooks WHERE source = 'regress-expiry';
+
+--
+-- Scoping: (source, event_id) is the identity
+--
+SELECT idem_webhook('regress-a', 'evt-1') AS a_1,
+       idem_webhook('regress-b', 'evt-1') AS b_1,
+       idem_webhook('regress-a', 'evt-2') AS a_2,
+       idem_webhook('regress-a', 'evt-1') AS a_1_again,
+       idem_webhook('', 'evt-1') AS empty_source;
+SELECT source, event_id FROM idem.webhooks
+WHERE source IN ('regress-a', 'regress-b', '') ORDER BY source, event_id;
+
+--
+-- A queue consumer: source = queue, event_id = message id; the message is
+-- acknowledged after COMMIT, so a crash before the ack redelivers it
+--
+CREATE TABLE shipments (order_id bigint PRIMARY KEY, created_at timestamptz NOT NULL DEFAULT now());
+CREATE FUNCTION consume(queue text, message_id text, order_id bigint) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT idem_webhook(queue, message_id) THEN
+        RETURN 'duplicate: ack';
+    END IF;
+    INSERT INTO shipments (order_id) VALUES (consume.order_id);
+    RETURN 'applied: ack after commit';
+END $$;
+-- the first delivery fails after the insert (the consumer crashes): rolled back
+BEGIN;
+SELECT consume('regress.orders.ship', 'msg-1', 42) AS first_try;
+ROLLBACK;
+SELECT count(*) AS shipments FROM shipments;
+-- redelivered: applied and committed; the ack is lost, so it comes twice more
+SELECT consume('regress.orders.ship', 'msg-1', 42) AS redelivery;
+SELECT consume('regress.orders.ship', 'msg-1', 42) AS after_lost_ack;
+SELECT consume('regress.orders.ship', 'msg-1', 42) AS again;
+-- another message, and the same message id on another queue
+SELECT consume('regress.orders.ship', 'msg-2', 43) AS other_message;
+SELECT consume('regress.orders.ship.eu', 'msg-1', 44) AS other_queue;
+SELECT order_id FROM shipments ORDER BY order_id;
+
+-- clean up, so that the test can run again in the same database
+RESET search_path;
+SET client_min_messages = warning;
+DROP SCHEMA regress_webhook CASCADE;
+RESET client_min_messages;
+DELETE FROM idem.webhooks
+WHERE event_id LIKE 'evt\_regress\_%' OR source LIKE 'regress%'
+   OR (source = '' AND event_id = 'evt-1');
+\if :drop_pgcrypto
+DROP EXTENSION pgcrypto;
+\endif

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Install what building and testing idem needs, and only what is missing:
+# the PostgreSQL server, its headers and PGXS, pgcrypto (contrib), pg_cron,
+# the Perl modules of the TAP tests and a C compiler.  Debian and Ubuntu
+# packages; `apt-get update` runs only when something has to be installed.
+# As root it installs; otherwise it uses sudo, or prints the command to run.
+set -uo pipefail
+
+PG_MAJOR=${IDEM_PG_MAJOR:-15}
+PGLIB=/usr/lib/postgresql/$PG_MAJOR
+PGSHARE=/usr/share/postgresql/$PG_MAJOR
+
+missing=()
+
+# Queue package $1 unless the check that follows it succeeds.
+want() {
+	local pkg=$1
+	shift
+	if ! "$@" >/dev/null 2>&1; then
+		case " ${missing[*]-} " in *" $pkg "*) ;; *) missing+=("$pkg") ;; esac
+	fi
+}
+
+# What each package gives us, tested by its effect rather than by dpkg, so
+# that a server built from source with these pieces in place passes too.
+want "postgresql-$PG_MAJOR" test -x "$PGLIB/bin/postgres"
+want "postgresql-$PG_MAJOR" test -x "$PGLIB/bin/pgbench"
+want "postgresql-server-dev-$PG_MAJOR" test -f "/usr/include/postgresql/$PG_MAJOR/server/postgres.h"
+want "postgresql-server-dev-$PG_MAJOR" test -f "$PGLIB/lib/pgxs/src/makefiles/pgxs.mk"
+want "postgresql-server-dev-$PG_MAJOR" test -x "$PGLIB/lib/pgxs/src/test/isolation/pg_isolation_regress"
+# pgcrypto ships in postgresql-15 on Debian; postgresql-contrib-15 names it.
+if [ -x "$PGLIB/bin/postgres" ]; then
+	want "postgresql-contrib-$PG_MAJOR" test -f "$PGSHARE/extension/pgcrypto.control"
+fi
+want "postgresql-$PG_MAJOR-cron" test -f "$PGSHARE/extension/pg_cron.control"
+want libipc-run-perl perl -MIPC::Run -e 1
+want perl command -v prove
+want make command -v make
+want gcc command -v gcc
+
+# As root the test servers run as postgres, whom the server package creates.
+check_user() {
+	if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
+		echo "There is no postgres user to run the test servers (initdb refuses root): create one." >&2
+		exit 1
+	fi
+}
+
+if [ ${#missing[@]} = 0 ]; then
+	check_user
+	exit 0
+fi
+
+install_line="apt-get install -y --no-install-recommends ${missing[*]}"
+echo "Installing what is missing: ${missing[*]}" >&2
+
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "No apt-get here: install PostgreSQL $PG_MAJOR with its server headers (PGXS)," >&2
+	echo "pgcrypto, pg_cron, the Perl module IPC::Run, make and a C compiler, then run this again." >&2
+	exit 1
+fi
+
+if [ "$(id -u)" = 0 ]; then
+	sudo=()
+elif command -v sudo >/dev/null 2>&1; then
+	sudo=(sudo)
+else
+	echo "Installing packages needs root, and sudo is not available. As root, run:" >&2
+	echo "" >&2
+	echo "    apt-get update && $install_line" >&2
+	echo "" >&2
+	exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+if ! "${sudo[@]}" apt-get update -qq ||
+   ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
+	echo "" >&2
+	echo "Could not install: ${missing[*]}." >&2
+	echo "If this release has no PostgreSQL $PG_MAJOR packages, add the PostgreSQL apt" >&2
+	echo "repository (https://wiki.postgresql.org/wiki/Apt) and run this again." >&2
+	exit 1
+fi
+check_user
+exit 0

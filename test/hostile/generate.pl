@@ -1,0 +1,507 @@
+#!/usr/bin/perl
+# Generate the cases of the hostile-input sweep as SQL that fills
+# hostile.cases (test/hostile/driver.sql creates it).  The same seed gives
+# the same cases.
+#
+#   perl test/hostile/generate.pl [--seed N] [--quick] > cases.sql
+#
+# --quick leaves out the cases of several megabytes (for slow runs, such as
+# under valgrind).  Each case is one SQL statement returning one value, with
+# what it must give: ok, ok:<value>, err:<SQLSTATE>, err or any (see
+# driver.sql).  Families: text (keys, scopes, sources, event ids, phases and
+# order ids of random code points, around the byte limits), json (random,
+# deep, wide and huge documents, and responses around
+# idem.max_response_size), signature (every malformed header shape, valid
+# signatures as controls), payment (currencies, amounts, dates), interval
+# (leases, ttls, tolerances), token, fingerprint and key.  The NULL sweep
+# is generated from pg_proc by driver.sql.
+use strict;
+use warnings;
+use utf8;
+
+use Digest::SHA qw(hmac_sha256_hex hmac_sha256_base64);
+use Encode qw(encode_utf8);
+use Getopt::Long;
+
+my $seed = 20240601;
+my $quick = 0;
+GetOptions('seed=i' => \$seed, 'quick' => \$quick) or die "usage: $0 [--seed N] [--quick]\n";
+srand($seed);
+
+my $id = 0;
+my $family = '';
+my @out;
+
+# A SQL string literal (standard_conforming_strings is on)
+sub lit
+{
+	my $s = shift;
+	$s =~ s/'/''/g;
+	return "'$s'";
+}
+
+# Add a case: the statement, what it must give, and an optional setup
+sub add
+{
+	my ($sql, $expect, $setup) = @_;
+	$id++;
+	push @out,
+	  sprintf("INSERT INTO hostile.cases VALUES (%d, %s, %s, %s, %s);",
+		$id, lit($family), defined $setup ? lit($setup) : 'NULL',
+		lit($sql), lit($expect));
+	return;
+}
+
+# Bytes of a Perl string in UTF-8
+sub bytes { return length(encode_utf8($_[0])); }
+
+# A random code point whose UTF-8 form takes $w bytes (never NUL, never a
+# surrogate: the server's text holds neither)
+sub rand_char
+{
+	my $w = shift;
+	my $cp;
+	if ($w == 1)
+	{
+		# printable ASCII, with quotes, backslashes, % and controls
+		my @special = (1, 9, 10, 13, 27, 34, 37, 39, 92, 127);
+		$cp = rand() < 0.3 ? $special[ int(rand(@special)) ] : 32 + int(rand(95));
+	}
+	elsif ($w == 2) { $cp = 0x80 + int(rand(0x800 - 0x80)); }
+	elsif ($w == 3)
+	{
+		do { $cp = 0x800 + int(rand(0x10000 - 0x800)); }
+		  while ($cp >= 0xD800 && $cp <= 0xDFFF);
+		# now and then a noncharacter
+		$cp = (0xFDD0, 0xFFFE, 0xFFFF)[ int(rand(3)) ] if rand() < 0.1;
+	}
+	else { $cp = 0x10000 + int(rand(0x110000 - 0x10000)); }
+	return chr($cp);
+}
+
+# Random text of exactly $n bytes: random widths, the last characters
+# chosen so that the total lands on $n
+sub rand_text
+{
+	my $n = shift;
+	my $s = '';
+	my $left = $n;
+	while ($left > 0)
+	{
+		my $w = 1 + int(rand(4));
+		$w = $left if $w > $left;
+		$s .= rand_char($w);
+		$left -= $w;
+	}
+	return $s;
+}
+
+# $n - $w bytes of ASCII then one character of $w bytes: a multibyte
+# character straddling (or ending at) the limit
+sub straddle
+{
+	my ($n, $w) = @_;
+	return ('k' x ($n - $w)) . rand_char($w);
+}
+
+# The byte lengths to try around each limit
+my @lengths = (1, 2, 3, 4, 127, 128, 253, 254, 255, 256, 257, 300, 1000);
+
+# --- text: keys, scopes, sources, event ids, phases, order ids ---
+
+$family = 'text';
+{
+	my @texts;
+	push @texts, '';
+	for my $n (@lengths)
+	{
+		push @texts, rand_text($n) for 1 .. 3;
+		push @texts, straddle($n, $_) for grep { $_ <= $n } (2, 3, 4);
+	}
+	for my $t (@texts)
+	{
+		my $b = bytes($t);
+		my $l = lit($t);
+		# key and event id: 1 to 255 bytes
+		my $key_expect = $b == 0 ? 'err:22023' : $b > 255 ? 'err:22001' : 'ok';
+		# scope and source: at most 255 bytes, may be empty
+		my $scope_expect = $b > 255 ? 'err:22001' : 'ok';
+		add("SELECT idem_claim($l, lease => '1 min')::text", $key_expect);
+		add("SELECT idem_claim('text-scope', scope => $l)::text", $scope_expect);
+		add("SELECT (SELECT array_agg(l)::text FROM idem_lookup($l) l)", $key_expect);
+		add("SELECT idem_webhook('text-source', $l)::text", $key_expect);
+		add("SELECT idem_webhook($l, 'text-event')::text", $scope_expect);
+		# a key checked before the (absent) claim is looked for
+		add("SELECT idem_complete($l, '{}', scope => 'text-none')::text",
+			$key_expect eq 'ok' ? 'err:ID002' : $key_expect);
+		add("SELECT idem_fail($l, NULL, scope => 'text-none')::text",
+			$key_expect eq 'ok' ? 'err:ID002' : $key_expect);
+		add("SELECT idem_checkpoint('text-none', $l)::text",
+			$key_expect eq 'ok' ? 'err:ID002' : $key_expect);
+		# keys and payment keys take any text as parts
+		add("SELECT length(idem_key($l, $l))::text", 'ok:64');
+		my $chars = length($t);
+		add("SELECT idem_payment_key('m-1', $l, 10, 'USD', '2024-01-01')::text",
+			$chars == 0 ? 'err:22023' : $chars > 64 ? 'err:22001' : 'ok');
+		add("SELECT idem_payment_key($l, 'order-1', 10, 'USD', '2024-01-01')::text",
+			$key_expect);
+		# the same text as a JSON string keeps its fingerprint rules
+		add("SELECT (idem_canonical(to_jsonb(${l}::text))::jsonb = to_jsonb(${l}::text))::text",
+			'ok:true');
+	}
+}
+
+# --- json: canonical form and fingerprints of hostile documents ---
+
+$family = 'json';
+
+# A random JSON number, in one of many spellings
+sub rand_number
+{
+	my @forms = (
+		sub { int(rand(1000)) - 500 },
+		sub { sprintf('%.*f', int(rand(20)), rand(1000) - 500) },
+		sub { (int(rand(9)) + 1) . 'e' . (int(rand(2000)) - 1000) },
+		sub { '-0' },
+		sub { '0.0' . ('0' x int(rand(30))) },
+		sub { '1' . ('0' x int(rand(300))) },
+		sub { '-' . (int(rand(9)) + 1) . '.' . ('0' x int(rand(20))) . int(rand(10)) . 'E+' . int(rand(50)) },
+	);
+	return $forms[ int(rand(@forms)) ]->();
+}
+
+# A random JSON string literal, with escapes of every kind
+sub rand_json_string
+{
+	my $s = '"';
+	for (1 .. int(rand(12)))
+	{
+		my $r = rand();
+		if ($r < 0.15) { $s .= ('\\"', '\\\\', '\\/', '\\b', '\\f', '\\n', '\\r', '\\t')[ int(rand(8)) ]; }
+		elsif ($r < 0.25) { $s .= sprintf('\\u%04x', 1 + int(rand(0xD7FF))); }
+		elsif ($r < 0.3) { $s .= '\\ud83d\\ude00'; }    # a surrogate pair
+		else
+		{
+			my $c = rand_char(1 + int(rand(4)));
+			$c = 'x' if ord($c) < 32 || $c eq '"' || $c eq '\\';
+			$s .= $c;
+		}
+	}
+	return $s . '"';
+}
+
+# A random JSON document of at most $depth levels
+sub rand_json
+{
+	my $depth = shift;
+	my $r = rand();
+	if ($depth <= 0 || $r < 0.3)
+	{
+		my $s = rand();
+		return rand_number() if $s < 0.4;
+		return rand_json_string() if $s < 0.8;
+		return ('true', 'false', 'null')[ int(rand(3)) ];
+	}
+	if ($r < 0.65)
+	{
+		return '[' . join(',', map { rand_json($depth - 1) } 1 .. int(rand(5))) . ']';
+	}
+	return '{'
+	  . join(',', map { rand_json_string() . ':' . rand_json($depth - 1) } 1 .. int(rand(5)))
+	  . '}';
+}
+
+# canonical text parses back to the same jsonb, and the fingerprint is the
+# SHA-256 of that text
+sub json_property
+{
+	my $j = shift;
+	return "SELECT (idem_canonical(j)::jsonb = j AND "
+	  . "idem_fingerprint(j) = sha256(convert_to(idem_canonical(j), 'UTF8')))::text "
+	  . "FROM (SELECT $j AS j) s";
+}
+
+add(json_property(lit(rand_json(6)) . '::jsonb'), 'ok:true') for 1 .. 300;
+
+# deep: 10000 levels of arrays and of objects (already canonical)
+for my $n (1000, 10000)
+{
+	my $arr = "(repeat('[', $n) || repeat(']', $n))";
+	my $obj = "(repeat('{\"a\":', $n) || '1' || repeat('}', $n))";
+	add("SELECT (idem_canonical(${arr}::jsonb) = $arr)::text", 'ok:true');
+	add("SELECT (idem_canonical(${obj}::jsonb) = $obj)::text", 'ok:true');
+	add(json_property("${obj}::jsonb"), 'ok:true');
+	add("SELECT length(idem_fingerprint(${arr}::jsonb))::text", 'ok:32');
+}
+# deeper than the server's JSON parser goes: its own error, or a result
+add("SELECT length(idem_canonical((repeat('[', 200000) || repeat(']', 200000))::jsonb))::text", 'any');
+
+# jsonb refuses these itself, before idem sees them
+add(q{SELECT idem_canonical('"\u0000"'::jsonb)}, 'err:22P05');
+add(q[SELECT idem_canonical('{"a":'::jsonb)], 'err:22P02');
+add(q{SELECT idem_canonical('NaN'::jsonb)}, 'err:22P02');
+
+# wide and huge documents
+unless ($quick)
+{
+	add("SELECT length(idem_canonical(to_jsonb(repeat('x', 5000000))))::text", 'ok:5000002');
+	add("SELECT length(idem_canonical(to_jsonb(repeat('é', 2000000))))::text", 'ok:2000002');
+	add(json_property("(SELECT jsonb_agg(i) FROM generate_series(1, 200000) i)"), 'ok:true');
+	add(json_property("(SELECT jsonb_object_agg('k' || i, i) FROM generate_series(1, 100000) i)"),
+		'ok:true');
+	add(json_property("(SELECT jsonb_agg(repeat('\"\\', 1000)) FROM generate_series(1, 1000) i)"),
+		'ok:true');
+}
+
+# responses, errors and checkpoint data around idem.max_response_size (1MB):
+# a jsonb string of n characters is n + 12 bytes
+my $limit = 1024 * 1024;
+for my $d (-1, 0, 1)
+{
+	my $n = $limit - 12 + $d;
+	my $expect = $d > 0 ? 'err:54000' : 'ok';
+	my $k = "size-$id";
+	add("SELECT idem_complete('$k', to_jsonb(repeat('x', $n)))::text", $expect,
+		"SELECT idem_claim('$k')");
+	$k = "size-$id";
+	add("SELECT idem_fail('$k', to_jsonb(repeat('x', $n)), retryable => false)::text", $expect,
+		"SELECT idem_claim('$k')");
+	$k = "size-$id";
+	add("SELECT idem_checkpoint('$k', 'p', to_jsonb(repeat('x', $n)))::text", $expect,
+		"SELECT idem_claim('$k')");
+}
+# a multibyte response is measured in bytes
+add("SELECT idem_complete('size-mb', to_jsonb(repeat('€', 349600)))::text", 'err:54000',
+	"SELECT idem_claim('size-mb')");
+# a compressed response is measured at its full size
+add("SELECT idem_complete('size-compressed', (SELECT j FROM hostile.blobs WHERE name = 'compressible'))::text",
+	'err:54000', "SELECT idem_claim('size-compressed')");
+unless ($quick)
+{
+	add("SELECT idem_complete('size-huge', to_jsonb(repeat('x', 20000000)))::text", 'err:54000',
+		"SELECT idem_claim('size-huge')");
+}
+# deep responses are stored and replayed as they are
+add("SELECT (idem_claim('deep-1')).status FROM (SELECT idem_complete('deep-1', (repeat('[', 10000) || repeat(']', 10000))::jsonb)) s",
+	'ok:completed', "SELECT idem_claim('deep-1')");
+
+# --- signature: idem_webhook_verify with every malformed header shape ---
+
+$family = 'signature';
+{
+	my $secret = 'whsec_test_secret';
+	my $payload = '{"id": "evt_1", "amount": 100}';
+	my $t = '1700000000';
+	my $sig = hmac_sha256_hex("$t.$payload", $secret);
+	my $pl = lit($payload);
+
+	# The statement verifying headers (a JSON text) in the stripe scheme
+	my $stripe = sub {
+		my ($headers, $expect, $p) = @_;
+		$p //= $pl;
+		add("SELECT idem_webhook_verify('stripe', " . lit($secret) . ", $p, "
+			  . lit($headers) . "::jsonb, NULL)::text", $expect);
+	};
+	my $h = sub { return '{"Stripe-Signature": "' . $_[0] . '"}'; };
+
+	$stripe->($h->("t=$t,v1=$sig"), 'ok:true');
+	$stripe->('{"STRIPE-SIGNATURE": "' . "t=$t,v1=$sig" . '"}', 'ok:true');
+	$stripe->($h->(" t = $t , v1 = $sig "), 'ok:true');
+	$stripe->($h->("t=$t,v1=" . uc($sig)), 'ok:true');
+	$stripe->($h->("t=$t,v0=abc,v1=" . ('0' x 64) . ",v1=$sig,x=y"), 'ok:true');
+	$stripe->($h->("t=$t," . join(',', map { 'v1=' . ('ab' x 32) } 1 .. 500) . ",v1=$sig"),
+		'ok:true');
+	my @bad = (
+		'', ',', '=', ',,,', 't=', 'v1=', "t=$t", "v1=$sig", "t=,v1=$sig",
+		"t=$t,v1=", "t=$t,v1=" . substr($sig, 1), "t=$t,v1=${sig}0",
+		"t=$t,v1=" . ('g' x 64), "t=abc,v1=$sig", "t=-1,v1=$sig", "t=+$t,v1=$sig",
+		"t=1e9,v1=$sig", "t=99999999999999999999,v1=$sig", "t=253402300800,v1=$sig",
+		"t=$t,t=$t,v1=$sig", "t=$t;v1=$sig", "t:$t,v1:$sig", "T=$t,V1=$sig",
+		"t=$t,v0=$sig", "t=$t,v2=$sig", "t=" . ($t + 1) . ",v1=$sig",
+		"t=$t\\tv1=$sig", "t=$t,v1=$sig\\u00e9", "t=\\u0661\\u0662,v1=$sig",
+		"t=$t,v1=" . ('a' x 100000), ("t=$t," x 2000) . "v1=$sig");
+	$stripe->($h->($_), 'ok:false') for @bad;
+	push @bad, rand_text(int(rand(200))) =~ s/["\\\x00-\x1f]/x/gr for 1 .. 20;
+	$stripe->($h->($_), 'ok:false') for @bad[ -20 .. -1 ];
+	# headers that are not an object of strings, or ambiguous
+	$stripe->($_, 'ok:false') for (
+		'[]', '"t=1,v1=2"', '1', 'null', 'true', '{}', '{"Stripe-Signature": 1}',
+		'{"Stripe-Signature": null}', '{"Stripe-Signature": ["t=' . $t . ',v1=' . $sig . '"]}',
+		'{"Stripe-Signature": {"t": "' . $t . '"}}',
+		'{"Stripe-Signature": "t=' . $t . ',v1=' . $sig . '", "stripe-signature": "t=' . $t . ',v1=' . $sig . '"}',
+		'{"Stripe-Signature ": "t=' . $t . ',v1=' . $sig . '"}',
+		'{"Stripe_Signature": "t=' . $t . ',v1=' . $sig . '"}');
+	# another payload, and payloads of every size
+	$stripe->($h->("t=$t,v1=$sig"), 'ok:false', lit($payload . ' '));
+	$stripe->($h->("t=$t,v1=$sig"), 'ok:false', 'NULL');
+	for my $n (0, 1, 1000, $quick ? () : 5_000_000)
+	{
+		my $p = 'a' x $n;
+		my $s = hmac_sha256_hex("$t.$p", $secret);
+		$stripe->($h->("t=$t,v1=$s"), 'ok:true', "repeat('a', $n)");
+	}
+	# a timestamp checked against the clock: long ago is refused
+	add("SELECT idem_webhook_verify('stripe', " . lit($secret) . ", $pl, "
+		  . lit($h->("t=$t,v1=$sig")) . "::jsonb)::text", 'ok:false');
+
+	# Standard Webhooks
+	my $raw = 'standard-secret-key';
+	my $b64 = 'c3RhbmRhcmQtc2VjcmV0LWtleQ==';
+	my $msgid = 'msg_2';
+	my $ssig = hmac_sha256_base64("$msgid.$t.$payload", $raw);
+	$ssig .= '=' x ((4 - length($ssig) % 4) % 4);
+	my $standard = sub {
+		my ($headers, $expect, $secret_sql) = @_;
+		$secret_sql //= lit("whsec_$b64");
+		add("SELECT idem_webhook_verify('standard', $secret_sql, $pl, "
+			  . lit($headers) . "::jsonb, NULL)::text", $expect);
+	};
+	my $sh = sub {
+		my ($i, $ts, $sg) = @_;
+		return '{"webhook-id": "' . $i . '", "webhook-timestamp": "' . $ts
+		  . '", "webhook-signature": "' . $sg . '"}';
+	};
+	$standard->($sh->($msgid, $t, "v1,$ssig"), 'ok:true');
+	$standard->($sh->($msgid, $t, "v1,$ssig"), 'ok:true', lit($b64));
+	$standard->($sh->($msgid, $t, "v1a,xyz v1,AAAA  v1,$ssig v2,abc"), 'ok:true');
+	$standard->(
+		'{"Webhook-Id": "' . $msgid . '", "WEBHOOK-TIMESTAMP": "' . $t
+		  . '", "Webhook-Signature": "v1,' . $ssig . '"}', 'ok:true');
+	my $tweaked = $ssig;
+	substr($tweaked, 42, 1) = substr($tweaked, 42, 1) eq 'A' ? 'B' : 'A';
+	$standard->($sh->(@$_), 'ok:false') for (
+		[ '', $t, "v1,$ssig" ], [ $msgid, '', "v1,$ssig" ], [ $msgid, 'abc', "v1,$ssig" ],
+		[ $msgid, "-$t", "v1,$ssig" ], [ $msgid, $t, '' ], [ $msgid, $t, 'v1,' ],
+		[ $msgid, $t, 'v1' ], [ $msgid, $t, ',' ], [ $msgid, $t, "v2,$ssig" ],
+		[ $msgid, $t, "v1a,$ssig" ], [ $msgid, $t, 'v1,' . substr($ssig, 0, 43) ],
+		[ $msgid, $t, "v1,$tweaked" ], [ $msgid, $t, "v1,$ssig=" ], [ $msgid, $t, "v1;$ssig" ],
+		[ $msgid, $t, 'v1,' . ('A' x 100000) ], [ 'other', $t, "v1,$ssig" ],
+		[ $msgid, $t + 1, "v1,$ssig" ], [ $msgid, $t, join(' ', ('v1,AAAA') x 3000) ]);
+	$standard->($_, 'ok:false') for (
+		'{}', '[]', 'null', '{"webhook-id": "x"}',
+		'{"webhook-id": 1, "webhook-timestamp": "' . $t . '", "webhook-signature": "v1,' . $ssig . '"}');
+	# the application's configuration errors are errors
+	$standard->($sh->($msgid, $t, "v1,$ssig"), 'err:22023', lit('whsec_'));
+	$standard->($sh->($msgid, $t, "v1,$ssig"), 'err:22023', lit('whsec_!!!!'));
+	$standard->($sh->($msgid, $t, "v1,$ssig"), 'err:22023', lit(''));
+	$standard->($sh->($msgid, $t, "v1,$ssig"), 'err:22004', 'NULL');
+	$standard->($sh->($msgid, $t, "v1,$ssig"), 'any', lit('whsec_' . rand_text(40)));
+	for my $scheme ('', 'Stripe', 'STANDARD', 'hmac', rand_text(10))
+	{
+		add("SELECT idem_webhook_verify(" . lit($scheme) . ", 's', 'p', '{}')::text", 'err:22023');
+	}
+	add("SELECT idem_webhook_verify('stripe', 's', 'p', '{}', '-1 microsecond')::text", 'err:22023');
+	add("SELECT idem_webhook_verify('stripe', 's', 'p', '{}', '178000000 years')::text", 'ok:false');
+}
+
+# --- payment: idem_payment_key's currencies, amounts and dates ---
+
+$family = 'payment';
+{
+	my $pk = sub {
+		my ($amount, $currency, $date, $expect) = @_;
+		$date //= "'2024-01-01'";
+		add("SELECT idem_payment_key('m-1', 'o-1', $amount, " . lit($currency) . ", $date)", $expect);
+	};
+	$pk->('10', $_, undef, 'ok') for ('USD', 'usd', 'uSd', 'EUR', 'JPY', 'KWD', 'CLF');
+	$pk->('10', $_, undef, 'err:22023') for (
+		'', 'US', 'USDD', 'XAU', 'XTS', 'XXX', 'ÜSD', 'U$D', 'U D', "US\t", 'usd ',
+		'Usd' x 300, 'ＵＳＤ', rand_text(9));
+	$pk->('10', rand_text(3), undef, 'any');
+	# random three-letter codes: an ISO code works, anything else is 22023
+	for (1 .. 60)
+	{
+		my $c = join '', map { chr(65 + int(rand(26))) } 1 .. 3;
+		$pk->('10', $c, undef, 'any');
+	}
+	my %amounts = (
+		'0' => 'err:22003', '-1' => 'err:22003', '-0.01' => 'err:22003',
+		'0.001' => 'err:22023', '0.01' => 'ok', '0.010000' => 'ok', '1.005' => 'err:22023',
+		'999999999.99' => 'ok', '999999999.991' => 'err:22003', '1000000000' => 'err:22003',
+		'1e20' => 'err:22003', '1e-1000' => 'err:22023', "'NaN'::numeric" => 'err:22023',
+		"'Infinity'::numeric" => 'err:22003', "'-Infinity'::numeric" => 'err:22003',
+		'0.1' . ('0' x 500) => 'ok', '0.1' . ('0' x 500) . '1' => 'err:22023');
+	$pk->($_, 'USD', undef, $amounts{$_}) for sort keys %amounts;
+	$pk->('1.5', 'JPY', undef, 'err:22023');
+	$pk->('1.0', 'JPY', undef, 'ok');
+	$pk->('1.0001', 'KWD', undef, 'err:22023');
+	$pk->('1.001', 'KWD', undef, 'ok');
+	$pk->('10', 'USD', "'$_'::date", 'err:22008') for ('infinity', '-infinity', '4713-01-01 BC', '10000-01-01', '5874897-12-31');
+	$pk->('10', 'USD', "'$_'::date", 'ok') for ('0001-01-01', '9999-12-31', '2024-02-29');
+	# one payment, however it is spelled, has one key
+	add("SELECT (idem_payment_key('m', 'o', 100, 'usd', '2024-01-01') = "
+		  . "idem_payment_key('m', 'o', 100.000, 'USD', '2024-01-01'))::text", 'ok:true');
+	add("SELECT (idem_payment_key('m', 'o', 100, 'USD', '2024-01-01') <> "
+		  . "idem_payment_key('m', 'o', 100, 'EUR', '2024-01-01'))::text", 'ok:true');
+}
+
+# --- interval: leases, ttls, tolerances, batch sizes ---
+
+$family = 'interval';
+{
+	# an interval ending at or before now is no lease or ttl
+	my %iv = (
+		'1 microsecond' => 'ok', '1 second' => 'ok', '100 years' => 'ok',
+		'0' => 'err:22023', '-1 microsecond' => 'err:22023', '-1 day' => 'err:22023',
+		'-178000000 years' => 'err:22023', '-2147483648 months' => 'err:22023',
+		'-2147483648 days -2147483648 months' => 'err:22023',
+		'1 month -30 days' => 'err:22023', '1 month -31 days' => 'err:22023',
+		# on the calendar a year is at least 365 days: this is 5 or 6 days
+		'12 months -360 days' => 'ok',
+		'-1 day +24 hours' => 'err:22023',
+		# a year is 365 or 366 days, so this ends days before now, whatever
+		# the date, although 12 "months" of 30 days would make it positive
+		'-12 months +360 days +1 hour' => 'err:22023',
+		'-1 month +31 days 1 hour' => 'any',
+		'178000000 years' => 'err:22008', '2147483647 months' => 'err:22008',
+		'2147483647 days' => 'err:22008', '2147483647 days 2147483647 months' => 'err:22008',
+		'9223372036854775807 microseconds' => 'err:22008');
+	for my $v (sort keys %iv)
+	{
+		my $e = $iv{$v};
+		my $l = lit($v);
+		add("SELECT idem_claim('iv-lease-$id', lease => $l)::text", $e);
+		add("SELECT idem_claim('iv-ttl-$id', ttl => $l)::text", $e);
+		add("SELECT idem_webhook('iv', 'iv-$id', ttl => $l)::text", $e);
+		add("SELECT idem_checkpoint('iv-cp-$id', 'p', lease => $l)::text", $e eq 'ok' ? 'err:ID002' : $e);
+		add("SELECT idem_checkpoint('iv-own-$id', 'p', lease => $l)::text", $e,
+			"SELECT idem_claim('iv-own-$id')");
+	}
+	add("SELECT idem_purge($_)::text", 'err:22023') for (0, -1, -2147483648);
+	add("SELECT idem_purge($_)::text", 'ok') for (1, 2147483647);
+}
+
+# --- token, fingerprint, key ---
+
+$family = 'token';
+for my $t ('-1', '0', '9223372036854775807', '-9223372036854775808')
+{
+	add("SELECT idem_complete('tok-none', '{}', token => $t)::text", 'err:ID002');
+	add("SELECT idem_complete('tok-$id', '{}', token => $t)::text", 'err:ID001',
+		"SELECT idem_claim('tok-$id')");
+	add("SELECT idem_checkpoint('tok-$id', 'p', token => $t)::text", 'err:ID001',
+		"SELECT idem_claim('tok-$id')");
+}
+
+$family = 'fingerprint';
+for my $n (0, 1, 32, 254, 255, 256, 1000, $quick ? () : 1_000_000)
+{
+	add("SELECT (idem_claim('fp-$id', decode(repeat('ab', $n), 'hex'))).status",
+		$n > 255 ? 'err:22001' : 'ok:claimed');
+}
+
+$family = 'key';
+add(q{SELECT idem_key(VARIADIC '{}'::text[])}, 'err:22023');
+add(q{SELECT idem_key(VARIADIC '{{a},{b}}'::text[])}, 'err:22023');
+add(q{SELECT idem_key('a', NULL)}, 'err:22004');
+add(q{SELECT (idem_key(VARIADIC '[5:6]={a,b}'::text[]) = idem_key('a', 'b'))::text}, 'ok:true');
+add(q{SELECT (idem_key('a|b', 'c') <> idem_key('a', 'b|c'))::text}, 'ok:true');
+add(q{SELECT (idem_key('1:a,', '') <> idem_key('1:a,1:,'))::text}, 'ok:true');
+add(q{SELECT length(idem_key(VARIADIC array_fill('x'::text, ARRAY[100000])))::text}, 'ok:64');
+add("SELECT length(idem_key(repeat('é', 1000000)))::text", 'ok:64') unless $quick;
+
+binmode STDOUT;
+print "SET client_encoding = 'UTF8';\nBEGIN;\n";
+print encode_utf8($_), "\n" for @out;
+print "COMMIT;\n";
+print STDERR "$id cases (seed $seed)\n";

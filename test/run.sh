@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# make test: install what is missing, build idem (warnings are errors when CI
+# is set), then run every test against scratch servers started here:
+#   pg_regress           sql/*.sql          against expected/*.out
+#   pg_isolation_regress test/specs/*.spec  against test/expected/*.out
+#   prove                test/t/*.pl        (PostgreSQL::Test::Cluster)
+# Counting: one per regression test, one per isolation spec, one per TAP file
+# (a file passes when all its assertions do), and the build counts as one
+# failure when it breaks.  The last line is "N passed, M failed"; the exit
+# status is non-zero when M > 0 or when nothing ran.  Outputs go to tmp_check/.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+if [ -z "${IDEM_STAGED:-}" ]; then
+	bash test/deps.sh || exit 1
+fi
+. test/lib.sh
+idem_run_readable_copy test/run.sh "$@"
+
+# The same messages and encoding wherever this runs, so outputs compare.
+if locale -a 2>/dev/null | grep -qix 'C\.utf-\?8'; then
+	export LC_ALL=C.UTF-8
+else
+	export LC_ALL=C
+fi
+unset LANGUAGE PGHOST PGPORT PGDATABASE PGUSER PGSERVICE PGOPTIONS
+
+# The whole run must stay well inside a CI job's limit; every step gets at
+# most what is left of this budget.
+budget=${IDEM_TEST_BUDGET:-1320}
+deadline=$(( $(date +%s) + budget ))
+# Seconds a step may take: at most $1, and no more than the budget leaves.
+step_limit() {
+	local left=$(( deadline - $(date +%s) ))
+	[ "$left" -lt "$1" ] && echo $(( left > 10 ? left : 10 )) || echo "$1"
+}
+
+passed=0
+failed=0
+failures=()
+
+# Print the closing line and leave with the right status.
+finish() {
+	if [ ${#failures[@]} -gt 0 ]; then
+		echo ""
+		echo "failed: ${failures[*]}"
+	fi
+	if [ $((passed + failed)) = 0 ]; then
+		echo "nothing ran: add sql/*.sql, test/specs/*.spec or test/t/*.pl"
+	fi
+	echo "$passed passed, $failed failed"
+	[ "$failed" = 0 ] && [ $((passed + failed)) -gt 0 ]
+	exit $?
+}
+
+# Stop a server left behind in data directory $1 (a step that timed out).
+stop_leftover() {
+	if [ -f "$1/postmaster.pid" ]; then
+		as_server_user "$IDEM_BINDIR/pg_ctl" -D "$1" stop -m immediate >/dev/null 2>&1
+	fi
+}
+
+# Count the results pg_regress or pg_isolation_regress printed in log $1 for
+# suite $2, given the names that were asked for in the remaining arguments:
+# a test without a result line failed (the driver stopped before it).
+count_results() {
+	local log=$1 suite=$2 name result
+	shift 2
+	declare -A seen=()
+	while read -r name result; do
+		seen[$name]=$result
+	done < <(sed -nE \
+		-e 's/^[[:space:]]*test[[:space:]]+([^[:space:]]+)[[:space:]]+\.\.\.[[:space:]]+(ok|FAILED|failed \(ignored\)).*/\1 \2/p' \
+		-e 's/^[[:space:]]*ok[[:space:]]+[0-9]+[[:space:]]+[-+][[:space:]]+([^[:space:]]+).*/\1 ok/p' \
+		-e 's/^[[:space:]]*not ok[[:space:]]+[0-9]+[[:space:]]+[-+][[:space:]]+([^[:space:]]+).*/\1 FAILED/p' \
+		"$log")
+	for name in "$@"; do
+		case "${seen[$name]:-}" in
+			ok|failed*) passed=$((passed + 1)) ;;
+			*) failed=$((failed + 1)); failures+=("$suite/$name") ;;
+		esac
+	done
+}
+
+# Run one pg_regress-style suite: $1 label, $2 driver, $3 input dir (holding
+# the tests and expected/), $4 database, then the test names.
+run_suite() {
+	local label=$1 driver=$2 inputdir=$3 dbname=$4 out=$IDEM_BUILD/$1 rc
+	shift 4
+	echo ""
+	echo "== $label: $# test(s) =="
+	rm -rf "$out" "$out-instance"
+	as_server_user mkdir -p "$out"
+	as_server_user timeout -k 20 "$(step_limit 900)" "$driver" \
+		--bindir="$IDEM_BINDIR" \
+		--temp-instance="$out-instance" \
+		--temp-config=test/idem.conf \
+		--inputdir="$inputdir" \
+		--outputdir="$out" \
+		--dbname="$dbname" \
+		"$@" 2>&1 | tee "$out.log"
+	rc=${PIPESTATUS[0]}
+	[ "$rc" = 124 ] && echo "$label: stopped after its time limit"
+	stop_leftover "$out-instance/data"
+	count_results "$out.log" "$label" "$@"
+	if [ -s "$out/regression.diffs" ]; then
+		echo ""
+		echo "-- $label: first lines of $out/regression.diffs --"
+		head -n "${IDEM_DIFF_LINES:-150}" "$out/regression.diffs"
+	elif [ "$rc" != 0 ] && [ -f "$out-instance/log/postmaster.log" ]; then
+		echo "-- $label: end of the server log --"
+		tail -n 30 "$out-instance/log/postmaster.log"
+	fi
+}
+
+# Run each TAP file on its own, so that one that dies or hangs is one failure
+# and the others still run.
+run_tap() {
+	local out=$IDEM_BUILD/tap t name rc log srclog
+	echo ""
+	echo "== tap: $# file(s) =="
+	rm -rf "$out"
+	as_server_user mkdir -p "$out"
+	for t in "$@"; do
+		name=$(basename "$t" .pl)
+		log=$out/$name.prove.log
+		as_server_user env \
+			PATH="$IDEM_BINDIR:$PATH" \
+			TESTDIR="$out" \
+			PG_REGRESS="$PGXS_SRC/test/regress/pg_regress" \
+			timeout -k 20 "$(step_limit 600)" \
+			prove -v -I "$PGXS_SRC/test/perl" -I "$IDEM_ROOT" -I "$IDEM_ROOT/test" "$t" >"$log" 2>&1
+		rc=$?
+		if [ "$rc" = 0 ]; then
+			passed=$((passed + 1))
+			echo "$t ... ok ($(grep -c '^ok ' "$log") assertions)"
+		else
+			failed=$((failed + 1))
+			failures+=("$t")
+			[ "$rc" = 124 ] && echo "$t ... stopped after its time limit" || echo "$t ... FAILED"
+			echo "-- prove output ($log) --"
+			grep -v '^ok ' "$log" | tail -n "${IDEM_DIFF_LINES:-150}"
+			srclog=$out/tmp_check/log/regress_log_$name
+			if [ -f "$srclog" ]; then
+				echo "-- end of $srclog --"
+				tail -n 60 "$srclog"
+			fi
+		fi
+		# A test killed on its time limit leaves its servers running.
+		for d in "$out"/tmp_check/t_"${name}"_*_data/pgdata; do
+			[ -d "$d" ] && stop_leftover "$d"
+		done
+	done
+}
+
+# Build and install into the private tree; a broken build is one failure.
+echo "== build =="
+if [ -n "${CI:-}" ]; then
+	# From scratch, so that every file is compiled with -Werror.
+	make -s clean PG_CONFIG="$PG_CONFIG" >/dev/null 2>&1
+fi
+if ! idem_private_install; then
+	failed=$((failed + 1))
+	failures+=("build")
+	finish
+fi
+PGXS_SRC=$(dirname "$("$PG_CONFIG" --pgxs)")/..
+echo "built; installed privately in $IDEM_PRIVATE"
+
+mapfile -t regress < <(for f in sql/*.sql; do [ -f "$f" ] && basename "$f" .sql; done | sort)
+mapfile -t specs < <(for f in test/specs/*.spec; do [ -f "$f" ] && basename "$f" .spec; done | sort)
+mapfile -t taps < <(for f in test/t/*.pl; do [ -f "$f" ] && echo "$f"; done | sort)
+
+# Database names as `make installcheck` uses them.
+if [ ${#regress[@]} -gt 0 ]; then
+	run_suite regress "$PGXS_SRC/test/regress/pg_regress" . contrib_regression "${regress[@]}"
+fi
+if [ ${#specs[@]} -gt 0 ]; then
+	run_suite isolation "$PGXS_SRC/test/isolation/pg_isolation_regress" test isolation_regression "${specs[@]}"
+fi
+if [ ${#taps[@]} -gt 0 ]; then
+	run_tap "${taps[@]}"
+fi
+
+echo ""
+finish

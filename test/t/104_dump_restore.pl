@@ -1,0 +1,146 @@
+# pg_dump and pg_restore: every key (each state, response, checkpoint,
+# attempt, fingerprint, lease and expiry), every webhook record and the
+# token sequence survive a dump in custom format restored into a fresh
+# database, and claims, replays and completions go on there.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('dump');
+$node->init(extra => [ '--encoding=UTF8', '--no-locale' ]);
+$node->append_conf(
+	'postgresql.conf', q(
+shared_preload_libraries = 'idem'
+idem.purge_interval = 0
+log_statement = none
+));
+$node->start;
+$node->safe_psql('postgres', 'CREATE DATABASE src');
+
+sub sql { my ($db, $q) = @_; return $node->safe_psql($db, $q); }
+
+# Keys in every state, in several scopes, with multibyte text.
+sql('src', q{
+CREATE EXTENSION idem;
+CREATE FUNCTION sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END $$;
+
+-- completed and failed, in one transaction each
+BEGIN;
+SELECT idem_claim('d-completed', idem_fingerprint('{"amount": 100}'));
+SELECT idem_complete('d-completed', '{"charge": "ch_1", "amount": 100.50, "note": "naïve ☃"}');
+COMMIT;
+BEGIN;
+SELECT idem_claim('d-failed', '\x0102', scope => 'merchant-7');
+SELECT idem_fail('d-failed', '{"error": "card_declined"}', retryable => false, scope => 'merchant-7');
+COMMIT;
+-- released (a retryable failure), and a key in another scope with the same name
+BEGIN;
+SELECT idem_claim('d-released');
+SELECT idem_fail('d-released', '{"error": "timeout"}');
+COMMIT;
+BEGIN;
+SELECT idem_claim('d-completed', scope => 'другой');
+SELECT idem_complete('d-completed', '"other scope"', scope => 'другой');
+COMMIT;
+-- two-phase: a processing attempt with a checkpoint and a live lease
+SELECT idem_claim('d-processing', '\x03', lease => '1 hour', ttl => '2 days');
+SELECT idem_checkpoint('d-processing', 'charged', '{"charge": "ch_2"}',
+                       token => (SELECT token FROM idem.keys WHERE key = 'd-processing'),
+                       lease => '1 hour');
+-- attempt 2 after an expired lease
+SELECT idem_claim('d-attempt2', lease => '1 ms');
+SELECT pg_sleep(0.01);
+SELECT idem_claim('d-attempt2', lease => '1 hour');
+-- an application role with the documented grant
+CREATE ROLE app_role;
+GRANT EXECUTE ON FUNCTION idem_claim(text, bytea, text, interval, interval, boolean) TO app_role;
+-- webhooks and queue messages
+SELECT idem_webhook('stripe', 'evt_1'), idem_webhook('stripe', 'evt_2', ttl => '1 hour'),
+       idem_webhook('queue-ü', 'msg-√2');
+});
+
+my $keys_q = q{SELECT scope, key, state, token, attempt, encode(fingerprint, 'hex'),
+       lease_until, checkpoint, checkpoint_data, response, created_at,
+       completed_at, expires_at
+FROM idem.keys ORDER BY scope, key};
+my $webhooks_q =
+  'SELECT source, event_id, received_at, expires_at FROM idem.webhooks ORDER BY 1, 2';
+my $seq_q = 'SELECT last_value, is_called FROM idem.token_seq';
+
+my $keys_before = sql('src', $keys_q);
+my $webhooks_before = sql('src', $webhooks_q);
+my $seq_before = sql('src', $seq_q);
+my $max_token = sql('src', 'SELECT max(token) FROM idem.keys');
+my $processing_token = sql('src', "SELECT token FROM idem.keys WHERE key = 'd-processing'");
+my $attempt1_token = sql('src', "SELECT min(token) FROM idem.keys") ;
+is(sql('src', 'SELECT count(*) FROM idem.keys'), '6', 'six keys written');
+
+# --- dump, restore into a fresh database ---
+
+my $dump = $node->basedir . '/src.dump';
+$node->command_ok(
+	[ 'pg_dump', '-Fc', '-f', $dump, '-d', $node->connstr('src') ],
+	'pg_dump in custom format');
+sql('postgres', 'CREATE DATABASE dst');
+$node->command_ok(
+	[ 'pg_restore', '--exit-on-error', '-d', $node->connstr('dst'), $dump ],
+	'pg_restore into a fresh database, without an error');
+
+is(sql('dst', $keys_q), $keys_before, 'every key is restored identically, column by column');
+is(sql('dst', $webhooks_q), $webhooks_before, 'every webhook record is restored identically');
+is(sql('dst', $seq_q), $seq_before, 'the token sequence is restored where it was');
+is(sql('dst', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
+	sql('src', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
+	'the extension is restored at the same version');
+
+my $privs_q = q{SELECT has_function_privilege('app_role', 'idem_claim(text, bytea, text, interval, interval, boolean)', 'EXECUTE'),
+       has_function_privilege('app_role', 'idem_complete(text, jsonb, text, bigint)', 'EXECUTE'),
+       has_table_privilege('app_role', 'idem.keys', 'SELECT')};
+is(sql('dst', $privs_q), 't|f|f',
+	'privileges are restored: the grant made, and nothing PUBLIC was not given');
+
+# --- claims and replays in the restored database ---
+
+is( sql('dst', q{SELECT status, response FROM idem_claim('d-completed', idem_fingerprint('{"amount": 100}'))}),
+	'completed|{"note": "naïve ☃", "amount": 100.50, "charge": "ch_1"}',
+	'a completed key replays its response');
+is(sql('dst', q{SELECT status FROM idem_claim('d-completed', idem_fingerprint('{"amount": 200}'))}),
+	'mismatch', 'its fingerprint still tells another request apart');
+is(sql('dst', q{SELECT status, response FROM idem_claim('d-failed', '\x0102', scope => 'merchant-7')}),
+	'failed|{"error": "card_declined"}', 'a failed key replays its error');
+is(sql('dst', q{SELECT status, response FROM idem_claim('d-completed', scope => 'другой')}),
+	'completed|"other scope"', 'scopes stay apart');
+is(sql('dst', q{SELECT status, attempt FROM idem_claim('d-processing', '\x03')}),
+	'in_progress|1', 'the restored lease is honoured');
+is(sql('dst', q{SELECT status, attempt FROM idem_claim('d-released')}),
+	'claimed|2', 'a released key is claimed at once, as attempt 2');
+is(sql('dst', q{SELECT state, attempt FROM idem_lookup('d-attempt2')}),
+	'processing|2', 'the attempt count is kept');
+
+my $new_token = sql('dst', q{SELECT token FROM idem_claim('d-new')});
+cmp_ok($new_token, '>', $max_token, 'a new claim gets a token above every restored one');
+
+# the restored attempt's worker finishes it with its token; a stale token fails
+is(sql('dst', qq{SELECT sqlstate_of(\$\$SELECT idem_complete('d-attempt2', '{}', token => $attempt1_token)\$\$)}),
+	'ID001', 'a token of an earlier attempt is still stale');
+sql('dst', qq{SELECT idem_complete('d-processing', '{"charge": "ch_2"}', token => $processing_token)});
+is(sql('dst', q{SELECT status, response FROM idem_claim('d-processing', '\x03')}),
+	'completed|{"charge": "ch_2"}', 'the two-phase worker completes its restored key with its token');
+
+is(sql('dst', q{SELECT idem_webhook('stripe', 'evt_1'), idem_webhook('queue-ü', 'msg-√2'), idem_webhook('stripe', 'evt_3')}),
+	'f|f|t', 'restored webhooks are duplicates; a new one is new');
+
+# the source is untouched by all this
+is(sql('src', $keys_q), $keys_before, 'the source database is unchanged');
+
+$node->stop;
+done_testing();
