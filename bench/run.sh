@@ -228,11 +228,36 @@ wait_backends_gone() {
 }
 
 printf 'round\tvariant\ttps\tserver_cpu_us_per_tx\tpgbench_cpu_us_per_tx\n' >"$RAW"
+# The order of a round: the sets of variants compared with each other (same
+# path, same synchronous_commit) in turn, each set rotated by the round
+# number, so that no variant always runs first after the vacuum or always
+# after the same neighbour.
+round_order() {
+	local round=$1 v name script sync group set sets=() i j n
+	declare -A members=()
+	for v in "${ACTIVE[@]}"; do
+		read -r name script sync group <<<"$v"
+		set="$group-$sync"
+		[ -n "${members[$set]:-}" ] || sets+=("$set")
+		members[$set]+="$v;"
+	done
+	for set in "${sets[@]}"; do
+		IFS=';' read -r -a v <<<"${members[$set]%;}"
+		n=${#v[@]}
+		for ((i = 0; i < n; i++)); do
+			j=$(((i + round) % n))
+			echo "${v[$j]}"
+		done
+	done
+}
+
 # run_round <round> <seconds>: every active variant once; round 0 is the
 # warm-up and is not recorded
 run_round() {
 	local round=$1 secs=$2 v name script sync group tps xacts cpu ccpu base t0 c0
-	for v in "${ACTIVE[@]}"; do
+	local order=()
+	mapfile -t order < <(round_order "$round")
+	for v in "${order[@]}"; do
 		read -r name script sync group <<<"$v"
 		base=$(pgrep -c -P "$PM_PID")
 		t0=$(children_ticks)
