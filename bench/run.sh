@@ -21,7 +21,7 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-# shellcheck source=../test/lib.sh
+# shellcheck source=test/lib.sh
 source test/lib.sh
 
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
