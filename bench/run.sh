@@ -1,0 +1,439 @@
+#!/usr/bin/env bash
+# bench/run.sh: idem against a PL/pgSQL implementation of the same contract
+# and against bare SQL, measured with pgbench on one scratch cluster.
+#
+# Every variant runs for BENCH_DURATION seconds, once per round, the variants
+# interleaved (A B C A B C ...), so that a noisy neighbour or a growing table
+# weighs on all of them alike.  The report gives the median tps of each and
+# ratios of the medians.  doc/performance.md explains the variants.
+#
+# Settings (environment):
+#   BENCH_DURATION  seconds per pgbench run                 (5; quick: 2)
+#   BENCH_ROUNDS    rounds, each running every variant once (8; quick: 2)
+#   BENCH_WARMUP    seconds of one warm-up run per variant  (2; quick: 1)
+#   BENCH_CLIENTS   pgbench clients (-c)                    (4)
+#   BENCH_JOBS      pgbench threads (-j)                    (2)
+#   BENCH_KEYS      completed keys and webhook ids loaded before the runs
+#                                                           (100000; quick: 5000)
+#   BENCH_PORT      port of the scratch server              (5494)
+#   BENCH_ONLY      extended regexp: run only the variants whose name matches
+#   BENCH_QUICK=1   a short smoke run with the defaults marked quick
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=test/lib.sh
+source test/lib.sh
+
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+	DURATION=${BENCH_DURATION:-2}
+	ROUNDS=${BENCH_ROUNDS:-2}
+	WARMUP=${BENCH_WARMUP:-1}
+	KEYS=${BENCH_KEYS:-5000}
+else
+	DURATION=${BENCH_DURATION:-5}
+	ROUNDS=${BENCH_ROUNDS:-8}
+	WARMUP=${BENCH_WARMUP:-2}
+	KEYS=${BENCH_KEYS:-100000}
+fi
+CLIENTS=${BENCH_CLIENTS:-4}
+JOBS=${BENCH_JOBS:-2}
+PORT=${BENCH_PORT:-5494}
+ONLY=${BENCH_ONLY:-}
+
+# The scripts build unique keys from client_id (below 100) and a counter that
+# starts at a new million for each pgbench run (fewer than 1000 runs).
+if [ "$CLIENTS" -ge 100 ] || [ "$ROUNDS" -gt 80 ] || [ "$ROUNDS" -lt 1 ]; then
+	echo "bench: BENCH_CLIENTS must be below 100 and BENCH_ROUNDS between 1 and 80" >&2
+	exit 1
+fi
+
+BENCH_DIR=$IDEM_BUILD/bench
+DATA=$BENCH_DIR/data
+RAW=$BENCH_DIR/raw.tsv
+RESULTS=$BENCH_DIR/results.md
+SCRIPTS=$IDEM_ROOT/bench/scripts
+
+# name, pgbench script, synchronous_commit, group.  The order is the order of
+# the runs inside a round.
+VARIANTS="
+claim_idem_sync      claim_idem.sql      on  claim
+claim_plpgsql_sync   claim_plpgsql.sql   on  claim
+claim_bare_sync      claim_bare.sql      on  claim
+claim_idem_async     claim_idem.sql      off claim
+claim_plpgsql_async  claim_plpgsql.sql   off claim
+claim_bare_async     claim_bare.sql      off claim
+replay_idem          replay_idem.sql     off replay
+replay_plpgsql       replay_plpgsql.sql  off replay
+replay_select        replay_select.sql   off replay
+webhook_idem         webhook_idem.sql    off webhook
+webhook_plpgsql      webhook_plpgsql.sql off webhook
+"
+
+log() { echo "bench: $*" >&2; }
+
+# --- the scratch cluster ---------------------------------------------------
+
+log "building idem and installing it privately"
+idem_private_install
+
+PGCTL=$IDEM_BINDIR/pg_ctl
+if [ -f "$DATA/postmaster.pid" ]; then
+	as_server_user "$PGCTL" -D "$DATA" -m fast stop >/dev/null 2>&1 || true
+fi
+rm -rf "$BENCH_DIR"
+mkdir -p "$BENCH_DIR"
+# The socket path must fit in sun_path (107 bytes)
+SOCK=$BENCH_DIR
+if [ ${#SOCK} -gt 80 ]; then
+	SOCK=$(mktemp -d /tmp/idem-bench.XXXXXX)
+fi
+if [ "$(id -u)" = 0 ]; then
+	chown postgres: "$BENCH_DIR" "$SOCK"
+fi
+
+log "creating a cluster in $DATA (port $PORT)"
+as_server_user "$IDEM_BINDIR/initdb" -D "$DATA" -U postgres -A trust \
+	--no-locale -E UTF8 >"$BENCH_DIR/initdb.log"
+# No TCP: the socket lives in a directory of its own, so the port cannot
+# collide with another server.  Autovacuum is off and run.sh vacuums between
+# rounds instead, outside the measured time; checkpoints are kept out of the
+# runs as far as the WAL volume allows.
+as_server_user tee -a "$DATA/postgresql.conf" >/dev/null <<EOF
+
+# bench/run.sh
+port = $PORT
+listen_addresses = ''
+unix_socket_directories = '$SOCK'
+shared_preload_libraries = 'idem'
+idem.database = 'bench'
+max_connections = 50
+shared_buffers = 256MB
+max_wal_size = 8GB
+checkpoint_timeout = 1h
+autovacuum = off
+EOF
+
+stop_server() {
+	as_server_user "$PGCTL" -D "$DATA" -m fast stop >/dev/null 2>&1 || true
+	if [ "$SOCK" != "$BENCH_DIR" ]; then
+		rmdir "$SOCK" 2>/dev/null || true
+	fi
+}
+trap stop_server EXIT
+as_server_user "$PGCTL" -D "$DATA" -l "$BENCH_DIR/server.log" -w start >/dev/null
+
+export PGHOST=$SOCK PGPORT=$PORT PGUSER=postgres
+PSQL="$IDEM_BINDIR/psql -X -q -v ON_ERROR_STOP=1"
+PGBENCH=$IDEM_BINDIR/pgbench
+
+"$IDEM_BINDIR/createdb" bench
+$PSQL -d bench -f bench/setup.sql
+$PSQL -d bench -f bench/plpgsql_idem.sql
+
+# --- data loaded before the runs -------------------------------------------
+
+FP="'\\x9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'::bytea"
+RESP="'{\"charge\": \"ch_1\", \"amount\": 100}'::jsonb"
+
+# Why the idem variants cannot run, by group (empty: they can)
+declare -A IDEM_MISSING=()
+
+# Run SQL; on failure remember the error's message for the group and go on.
+load_idem() {
+	local group=$1 sql=$2 out
+	if ! out=$($PSQL -d bench -c "$sql" 2>&1); then
+		IDEM_MISSING[$group]=$(echo "$out" | grep -m1 'ERROR' | sed 's/.*ERROR: *//' || true)
+		log "idem cannot load the $group data: ${IDEM_MISSING[$group]}"
+	fi
+}
+
+log "loading $KEYS completed keys and $KEYS webhook ids into each implementation"
+$PSQL -d bench -c "
+	DO \$\$ BEGIN
+		FOR i IN 1..$KEYS LOOP
+			PERFORM plpgsql_idem.plpgsql_claim(i::text, $FP);
+			PERFORM plpgsql_idem.plpgsql_complete(i::text, $RESP);
+		END LOOP;
+	END \$\$;"
+$PSQL -d bench -c "
+	INSERT INTO bare.keys (scope, key, state, token, attempt, fingerprint,
+	                       response, created_at, completed_at, expires_at)
+	SELECT '', i::text, 'completed', nextval('bare.token_seq'), 1, $FP,
+	       $RESP, now(), now(), now() + interval '24 hours'
+	FROM generate_series(1, $KEYS) i;"
+$PSQL -d bench -c "SELECT count(plpgsql_idem.plpgsql_webhook('stripe', i::text)) FROM generate_series(1, $KEYS) i;" >/dev/null
+load_idem replay "
+	DO \$\$ BEGIN
+		FOR i IN 1..$KEYS LOOP
+			PERFORM idem_claim(i::text, $FP);
+			PERFORM idem_complete(i::text, $RESP);
+		END LOOP;
+	END \$\$;"
+load_idem webhook "SELECT count(idem_webhook('stripe', i::text)) FROM generate_series(1, $KEYS) i;"
+$PSQL -d bench -c "VACUUM ANALYZE" -c "CHECKPOINT"
+
+# --- runs --------------------------------------------------------------------
+
+RUN_INDEX=0
+# pgbench one variant: run_variant <script> <sync> <pgbench args...>; the
+# output goes to $BENCH_DIR/last.out
+run_variant() {
+	local script=$1 sync=$2
+	shift 2
+	RUN_INDEX=$((RUN_INDEX + 1))
+	PGOPTIONS="-c synchronous_commit=$sync" $PGBENCH -n -M prepared \
+		-D n=$((RUN_INDEX * 1000000)) -D keys="$KEYS" -D events="$KEYS" \
+		-f "$SCRIPTS/$script" "$@" bench >"$BENCH_DIR/last.out" 2>&1
+}
+
+declare -A SKIP=()
+ACTIVE=()
+while read -r name script sync group; do
+	[ -n "$name" ] || continue
+	if [ -n "$ONLY" ] && ! [[ $name =~ $ONLY ]]; then
+		continue
+	fi
+	if [[ $name == *idem* ]] && [ -n "${IDEM_MISSING[$group]:-}" ]; then
+		SKIP[$name]="loading its data failed: ${IDEM_MISSING[$group]}"
+	elif ! run_variant "$script" "$sync" -c 1 -j 1 -t 1; then
+		SKIP[$name]=$(grep -m1 -E 'ERROR|error' "$BENCH_DIR/last.out" | sed 's/.*ERROR: *//' || true)
+		SKIP[$name]=${SKIP[$name]:-pgbench failed, see $BENCH_DIR/last.out}
+	fi
+	if [ -n "${SKIP[$name]:-}" ]; then
+		log "skipping $name: ${SKIP[$name]}"
+	else
+		ACTIVE+=("$name $script $sync $group")
+	fi
+done <<<"$VARIANTS"
+
+if [ ${#ACTIVE[@]} = 0 ]; then
+	log "no variant can run"
+	exit 1
+fi
+
+# CPU the server's backends spent: the postmaster's reaped children's user
+# and system time, in clock ticks.  Unlike tps it hardly moves when other
+# work competes for the cores, so the report gives it next to tps.
+PM_PID=$(head -1 "$DATA/postmaster.pid")
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+children_ticks() { awk '{ print $16 + $17 }' "/proc/${1:-$PM_PID}/stat"; }
+# Wait until the backends of the last run have exited and been reaped
+wait_backends_gone() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[ "$(pgrep -c -P "$PM_PID")" -le "$1" ] && return 0
+		sleep 0.05
+	done
+	log "backends of the last run still there; its CPU figure is low"
+}
+
+printf 'round\tvariant\ttps\tserver_cpu_us_per_tx\tpgbench_cpu_us_per_tx\n' >"$RAW"
+# The order of a round: the sets of variants compared with each other (same
+# path, same synchronous_commit) in turn, each set rotated by the round
+# number, so that no variant always runs first after the vacuum or always
+# after the same neighbour.
+round_order() {
+	local round=$1 v name script sync group set sets=() i j n
+	declare -A members=()
+	for v in "${ACTIVE[@]}"; do
+		read -r name script sync group <<<"$v"
+		set="$group-$sync"
+		[ -n "${members[$set]:-}" ] || sets+=("$set")
+		members[$set]+="$v;"
+	done
+	for set in "${sets[@]}"; do
+		IFS=';' read -r -a v <<<"${members[$set]%;}"
+		n=${#v[@]}
+		for ((i = 0; i < n; i++)); do
+			j=$(((i + round) % n))
+			echo "${v[$j]}"
+		done
+	done
+}
+
+# run_round <round> <seconds>: every active variant once; round 0 is the
+# warm-up and is not recorded
+run_round() {
+	local round=$1 secs=$2 v name script sync group tps xacts cpu ccpu base t0 c0
+	local order=()
+	mapfile -t order < <(round_order "$round")
+	for v in "${order[@]}"; do
+		read -r name script sync group <<<"$v"
+		base=$(pgrep -c -P "$PM_PID")
+		t0=$(children_ticks)
+		c0=$(children_ticks $$)
+		if run_variant "$script" "$sync" -c "$CLIENTS" -j "$JOBS" -T "$secs"; then
+			tps=$(awk '/^tps = / { print $3; exit }' "$BENCH_DIR/last.out")
+			xacts=$(awk -F': *' '/^number of transactions actually processed/ { split($2, a, "/"); print a[1]; exit }' "$BENCH_DIR/last.out")
+			wait_backends_gone "$base"
+			cpu=$(awk -v t="$(($(children_ticks) - t0))" -v us="$TICK_US" -v n="$xacts" \
+				'BEGIN { if (n > 0) printf "%.1f", t * us / n }')
+			# this shell's reaped children: pgbench, and a few tiny awks
+			ccpu=$(awk -v t="$(($(children_ticks $$) - c0))" -v us="$TICK_US" -v n="$xacts" \
+				'BEGIN { if (n > 0) printf "%.1f", t * us / n }')
+		else
+			log "$name failed in round $round:"
+			sed 's/^/    /' "$BENCH_DIR/last.out" >&2
+			tps=
+		fi
+		if [ "$round" -gt 0 ]; then
+			printf '%s\t%s\t%s\t%s\t%s\n' "$round" "$name" "${tps:-failed}" "${cpu:-}" "${ccpu:-}" >>"$RAW"
+			log "round $round/$ROUNDS $name: ${tps:-failed} tps; CPU per transaction: server ${cpu:-?} us, pgbench ${ccpu:-?} us"
+		fi
+	done
+	# dead rows of this round go now, not in the middle of someone's run
+	$PSQL -d bench -c "VACUUM"
+}
+
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+log "load average before the runs: $LOAD_BEFORE (on $(nproc) cores)"
+log "warm-up: ${WARMUP}s per variant"
+run_round 0 "$WARMUP"
+for ((r = 1; r <= ROUNDS; r++)); do
+	run_round "$r" "$DURATION"
+done
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# --- checks ----------------------------------------------------------------
+
+# Every committed transaction of the claim runs claimed, booked and completed
+# together: each implementation has as many completed new keys as ledger rows,
+# and no key left processing.
+CHECKS=$($PSQL -d bench -At -F ' | ' -c "
+	WITH k AS (
+		SELECT 'idem' AS variant, state FROM idem.keys
+		UNION ALL SELECT 'plpgsql', state FROM plpgsql_idem.keys
+		UNION ALL SELECT 'bare', state FROM bare.keys
+		UNION ALL SELECT 'webhook_idem', 'completed' FROM idem.webhooks
+		UNION ALL SELECT 'webhook_plpgsql', 'completed' FROM plpgsql_idem.webhooks
+	), kc AS (
+		SELECT variant, count(*) FILTER (WHERE state = 'completed') - $KEYS AS done,
+		       count(*) FILTER (WHERE state <> 'completed') AS open
+		FROM k GROUP BY variant
+	), lc AS (
+		SELECT variant, count(*) AS booked FROM bench.ledger GROUP BY variant
+	)
+	SELECT kc.variant, kc.done, coalesce(lc.booked, 0), kc.open
+	FROM kc LEFT JOIN lc USING (variant) ORDER BY 1;")
+
+if awk -F' [|] ' '$2 != $3 || $4 != 0 { bad = 1 } END { exit !bad }' <<<"$CHECKS"; then
+	log "CHECK FAILED: keys and ledger rows disagree:"
+	echo "$CHECKS" >&2
+fi
+
+# --- report ----------------------------------------------------------------
+
+# stats <column>: per variant, the median, min, max and count of a column
+# of the raw file (3: tps, 4: server CPU per transaction, 5: pgbench's)
+stats() {
+	awk -F'\t' -v c="$1" 'NR > 1 && $3 != "failed" && $c != "" { v[$2] = v[$2] " " $c }
+		END {
+			for (name in v) {
+				n = split(substr(v[name], 2), a, " ")
+				for (i = 2; i <= n; i++)	# insertion sort: a handful of values
+					for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+				med = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+				printf "%s %.1f %.1f %.1f %d\n", name, med, a[1], a[n], n
+			}
+		}' "$RAW"
+}
+TPS=$(stats 3)
+CPU=$(stats 4)
+CCPU=$(stats 5)
+
+median_of() { awk -v n="$2" '$1 == n { print $2 }' <<<"$1"; }
+
+# The per-round ratios a/b of tps: "min to max (median m)"
+round_ratios() {
+	awk -F'\t' -v a="$1" -v b="$2" '
+		$2 == a && $3 != "failed" { x[$1] = $3 }
+		$2 == b && $3 != "failed" { y[$1] = $3 }
+		END {
+			n = 0
+			for (r in x) if ((r in y) && y[r] > 0) q[++n] = x[r] / y[r]
+			if (n == 0) exit
+			for (i = 2; i <= n; i++)
+				for (j = i; j > 1 && q[j - 1] > q[j]; j--) { t = q[j]; q[j] = q[j - 1]; q[j - 1] = t }
+			med = (n % 2) ? q[(n + 1) / 2] : (q[n / 2] + q[n / 2 + 1]) / 2
+			printf "%.2f to %.2f (median %.2f)", q[1], q[n], med
+		}' "$RAW"
+}
+
+{
+	echo "# idem benchmark results"
+	echo
+	echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "- server: $("$IDEM_BINDIR/postgres" --version)"
+	echo "- machine: $(nproc) cores, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+	echo "- load average before / after: $LOAD_BEFORE / $LOAD_AFTER"
+	echo "- pgbench -M prepared -c $CLIENTS -j $JOBS, ${DURATION}s per run, $ROUNDS interleaved rounds after a ${WARMUP}s warm-up; $KEYS keys and webhook ids loaded"
+	echo
+	echo "CPU per transaction: user and system time of the server's backends, and"
+	echo "of pgbench, divided by the transactions of the run (medians over the rounds)."
+	echo
+	echo "| variant | synchronous_commit | median tps | min | max | runs | server CPU µs/tx | pgbench CPU µs/tx |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|"
+	while read -r name script sync group; do
+		[ -n "$name" ] || continue
+		if [ -n "${SKIP[$name]:-}" ]; then
+			echo "| $name | $sync | skipped: ${SKIP[$name]} | | | | | |"
+			continue
+		fi
+		line=$(awk -v n="$name" '$1 == n' <<<"$TPS")
+		[ -n "$line" ] || continue
+		read -r _ med lo hi runs <<<"$line"
+		printf '| %s | %s | %.0f | %.0f | %.0f | %d | %s | %s |\n' "$name" "$sync" \
+			"$med" "$lo" "$hi" "$runs" "$(median_of "$CPU" "$name")" "$(median_of "$CCPU" "$name")"
+	done <<<"$VARIANTS"
+	echo
+	echo "The CPU columns give b / a (above 1: a needs less).  When the cores are the"
+	echo "limit, the tps ratio tends to the server + pgbench one."
+	echo
+	echo "| a / b | tps: ratio of medians | tps: per round | server CPU per tx | server + pgbench CPU per tx | target (tps) |"
+	echo "|---|---:|---|---:|---:|---|"
+	while read -r a b target; do
+		[ -n "$a" ] || continue
+		ma=$(median_of "$TPS" "$a")
+		mb=$(median_of "$TPS" "$b")
+		if [ -n "$ONLY" ] && ! [[ $a =~ $ONLY || $b =~ $ONLY ]]; then
+			continue
+		fi
+		if [ -z "$ma" ] || [ -z "$mb" ]; then
+			echo "| $a / $b | n/a (not measured) | | | | $target |"
+			continue
+		fi
+		q=$(awk -v x="$ma" -v y="$mb" 'BEGIN { printf "%.2f", x / y }')
+		cq=$(awk -v x="$(median_of "$CPU" "$a")" -v y="$(median_of "$CPU" "$b")" \
+			'BEGIN { if (x > 0 && y > 0) printf "%.2f", y / x }')
+		tq=$(awk -v x="$(median_of "$CPU" "$a")" -v y="$(median_of "$CPU" "$b")" \
+			-v cx="$(median_of "$CCPU" "$a")" -v cy="$(median_of "$CCPU" "$b")" \
+			'BEGIN { if (x + cx > 0 && y + cy > 0) printf "%.2f", (y + cy) / (x + cx) }')
+		verdict=
+		if [ "$target" != "-" ]; then
+			if awk -v q="$q" -v t="$target" 'BEGIN { exit !(q >= t) }'; then
+				verdict="≥ $target: met"
+			else
+				verdict="≥ $target: missed"
+			fi
+		fi
+		echo "| $a / $b | $q | $(round_ratios "$a" "$b") | ${cq:-} | ${tq:-} | ${verdict:--} |"
+	done <<-EOF
+		claim_idem_async claim_plpgsql_async 1.25
+		claim_idem_async claim_bare_async 1.0
+		claim_idem_sync claim_plpgsql_sync -
+		claim_idem_sync claim_bare_sync -
+		replay_idem replay_plpgsql 1.2
+		replay_idem replay_select -
+		webhook_idem webhook_plpgsql 1.1
+	EOF
+	echo
+	echo "Checks: every committed transaction completed its key (or recorded its"
+	echo "event) and booked its ledger row together, and no key was left unfinished."
+	echo
+	echo "| implementation | new keys completed / events recorded | ledger rows | keys unfinished |"
+	echo "|---|---:|---:|---:|"
+	sed 's/^/| /; s/$/ |/' <<<"$CHECKS"
+} >"$RESULTS"
+
+cat "$RESULTS"
+log "results in $RESULTS, every run in $RAW"

@@ -1,0 +1,42 @@
+-- setup.sql: the benchmark database's own tables (bench/run.sh installs it).
+--
+-- bench.ledger is the business write every variant makes; bare.keys is the
+-- table of the bare-SQL variant, shaped like idem.keys so that the three
+-- variants write the same rows.
+
+CREATE EXTENSION idem;
+
+CREATE SCHEMA bench;
+
+-- One row per payment booked (or webhook acted on); variant tells which
+-- implementation wrote it, so the run can check its keys against it.
+CREATE TABLE bench.ledger (
+    id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    variant     text        NOT NULL,
+    payment_key text        NOT NULL,
+    amount      bigint      NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE SCHEMA bare;
+
+CREATE SEQUENCE bare.token_seq AS bigint;
+
+-- As idem.keys
+CREATE TABLE bare.keys (
+    scope           text        NOT NULL,
+    key             text        NOT NULL,
+    state           text        NOT NULL,
+    token           bigint      NOT NULL,
+    attempt         integer     NOT NULL,
+    fingerprint     bytea,
+    lease_until     timestamptz,
+    checkpoint      text,
+    checkpoint_data jsonb,
+    response        jsonb,
+    created_at      timestamptz NOT NULL,
+    completed_at    timestamptz,
+    expires_at      timestamptz NOT NULL,
+    PRIMARY KEY (scope, key)
+) WITH (fillfactor = 80);
+CREATE INDEX ON bare.keys (expires_at);
