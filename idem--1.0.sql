@@ -32,7 +32,9 @@ CREATE TABLE idem.keys (
     created_at      timestamptz NOT NULL,
     completed_at    timestamptz,
     expires_at      timestamptz NOT NULL,
-    CONSTRAINT keys_pkey PRIMARY KEY (scope, key)
+    -- key first: scope is often the same for every row, and each step
+    -- down the index would compare it before the key
+    CONSTRAINT keys_pkey PRIMARY KEY (key, scope)
 ) WITH (fillfactor = 80);
 CREATE INDEX keys_expires_at_idx ON idem.keys (expires_at);
 
@@ -42,7 +44,7 @@ CREATE TABLE idem.webhooks (
     event_id    text        COLLATE "C" NOT NULL,
     received_at timestamptz NOT NULL,
     expires_at  timestamptz NOT NULL,
-    CONSTRAINT webhooks_pkey PRIMARY KEY (source, event_id)
+    CONSTRAINT webhooks_pkey PRIMARY KEY (event_id, source)
 );
 CREATE INDEX webhooks_expires_at_idx ON idem.webhooks (expires_at);
 

@@ -210,16 +210,19 @@ idem_store_unlock(IdemTable which, text *a, text *b)
 	LockRelease(&tag, ExclusiveLock, false);
 }
 
-/* Equality scan keys on the two primary key columns */
+/*
+ * Equality scan keys on the two primary key columns: (key, scope) or
+ * (event_id, source), the selective one first, so b (the key) comes first.
+ */
 static void
 store_scankeys(IdemStore *st, ScanKeyData *skey, text *a, text *b)
 {
 	ScanKeyEntryInitialize(&skey[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   st->pkey->rd_indcollation[0], F_TEXTEQ,
-						   PointerGetDatum(a));
+						   PointerGetDatum(b));
 	ScanKeyEntryInitialize(&skey[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
 						   st->pkey->rd_indcollation[1], F_TEXTEQ,
-						   PointerGetDatum(b));
+						   PointerGetDatum(a));
 }
 
 /* Deform the row in st->slot and note whether this transaction wrote it */
