@@ -10,18 +10,16 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('crash');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q(
-shared_preload_libraries = 'idem'
-idem.purge_interval = 0
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemTest;
+
+my $node = idem_node('crash', q(
 restart_after_crash = on
 max_prepared_transactions = 5
 max_connections = 40
 log_statement = none
 ));
-$node->start;
 
 # A payment in the in-transaction mode: claim, charge (a ledger row) and
 # completion commit together.  Returns the charge id, or 0 for a replay.
@@ -47,13 +45,7 @@ BEGIN
     RETURN 0;
 END $$;
 -- SQLSTATE of a statement, or ok
-CREATE FUNCTION sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE q;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE;
-END $$;
+} . $SQLSTATE_OF . q{
 });
 
 # Everything that breaks the promises for the keys starting with $prefix:

@@ -11,16 +11,14 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf(
-	'postgresql.conf', q(
-shared_preload_libraries = 'idem'
-idem.purge_interval = 0
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemTest;
+
+my $primary = idem_node('primary', q(
 max_connections = 30
 log_statement = none
-));
-$primary->start;
+), allows_streaming => 1);
 
 # pay(k): a payment in the in-transaction mode; returns the charge id (0 for
 # a replay) and the token of the claim that charged.
@@ -44,13 +42,7 @@ BEGIN
         RAISE EXCEPTION 'unexpected claim status % for %', c.status, k;
     END IF;
 END $$;
-CREATE FUNCTION sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE q;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE;
-END $$;
+} . $SQLSTATE_OF . q{
 });
 
 $primary->backup('base');

@@ -10,27 +10,19 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('fencing');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q(
-shared_preload_libraries = 'idem'
-idem.purge_interval = 0
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemTest;
+
+my $node = idem_node('fencing', q(
 max_connections = 30
 log_statement = none
 ));
-$node->start;
 
 $node->safe_psql(
 	'postgres', q{
 CREATE EXTENSION idem;
-CREATE FUNCTION sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE q;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE;
-END $$;
+} . $SQLSTATE_OF . q{
 });
 
 sub sql { return $node->safe_psql('postgres', $_[0]); }

@@ -9,15 +9,13 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('dump');
-$node->init(extra => [ '--encoding=UTF8', '--no-locale' ]);
-$node->append_conf(
-	'postgresql.conf', q(
-shared_preload_libraries = 'idem'
-idem.purge_interval = 0
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemTest;
+
+my $node = idem_node('dump', q(
 log_statement = none
-));
-$node->start;
+), extra => [ '--encoding=UTF8', '--no-locale' ]);
 $node->safe_psql('postgres', 'CREATE DATABASE src');
 
 sub sql { my ($db, $q) = @_; return $node->safe_psql($db, $q); }
@@ -25,13 +23,7 @@ sub sql { my ($db, $q) = @_; return $node->safe_psql($db, $q); }
 # Keys in every state, in several scopes, with multibyte text.
 sql('src', q{
 CREATE EXTENSION idem;
-CREATE FUNCTION sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE q;
-    RETURN 'ok';
-EXCEPTION WHEN OTHERS THEN
-    RETURN SQLSTATE;
-END $$;
+} . $SQLSTATE_OF . q{
 
 -- completed and failed, in one transaction each
 BEGIN;

@@ -9,15 +9,13 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('upgrade');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q(
-shared_preload_libraries = 'idem'
-idem.purge_interval = 0
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemTest;
+
+my $node = idem_node('upgrade', q(
 log_statement = none
 ));
-$node->start;
 
 sub sql { my ($db, $q) = @_; return $node->safe_psql($db, $q); }
 

@@ -14,18 +14,16 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemTest;
+
 my $hostile = dirname(__FILE__) . '/../hostile';
 my $seed = $ENV{IDEM_HOSTILE_SEED} // 20240601;
 
-my $node = PostgreSQL::Test::Cluster->new('hostile');
-$node->init(extra => [ '--encoding=UTF8', '--no-locale' ]);
-$node->append_conf(
-	'postgresql.conf', q(
-shared_preload_libraries = 'idem'
-idem.purge_interval = 0
+my $node = idem_node('hostile', q(
 log_statement = none
-));
-$node->start;
+), extra => [ '--encoding=UTF8', '--no-locale' ]);
 $node->safe_psql('postgres', 'CREATE EXTENSION idem');
 
 # The cases
