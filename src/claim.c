@@ -19,7 +19,6 @@
 #include "access/xact.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/jsonb.h"
@@ -79,17 +78,22 @@ row_expired(IdemStore *st, TimestampTz now)
 	return DatumGetTimestampTz(st->values[KEYS_EXPIRES_AT]) <= now;
 }
 
+/* Do the column's value (text or bytea) and v hold the same bytes? */
+static bool
+column_equals(IdemStore *st, int column, struct varlena *v)
+{
+	struct varlena *stored = PG_DETOAST_DATUM_PACKED(st->values[column]);
+
+	return VARSIZE_ANY_EXHDR(stored) == VARSIZE_ANY_EXHDR(v) &&
+		memcmp(VARDATA_ANY(stored), VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v)) == 0;
+}
+
 /* Are both fingerprints given, and different? */
 static bool
 fingerprint_differs(IdemStore *st, bytea *fp)
 {
-	bytea	   *stored;
-
-	if (fp == NULL || st->nulls[KEYS_FINGERPRINT])
-		return false;
-	stored = DatumGetByteaPP(st->values[KEYS_FINGERPRINT]);
-	return VARSIZE_ANY_EXHDR(stored) != VARSIZE_ANY_EXHDR(fp) ||
-		memcmp(VARDATA_ANY(stored), VARDATA_ANY(fp), VARSIZE_ANY_EXHDR(fp)) != 0;
+	return fp != NULL && !st->nulls[KEYS_FINGERPRINT] &&
+		!column_equals(st, KEYS_FINGERPRINT, fp);
 }
 
 /* An interval of the microseconds from now to until (at least zero) */
@@ -100,14 +104,6 @@ interval_until(TimestampTz now, TimestampTz until)
 
 	iv->time = until > now ? until - now : 0;
 	return IntervalPGetDatum(iv);
-}
-
-/* Refuse writes where PostgreSQL would: read-only transactions, standbys */
-static void
-claim_check_writable(const char *fname)
-{
-	PreventCommandIfReadOnly(fname);
-	PreventCommandDuringRecovery(fname);
 }
 
 /* The checked fingerprint argument, or NULL when none is given */
@@ -327,7 +323,7 @@ idem_claim(PG_FUNCTION_ARGS)
 	IdemCounter counted;
 	bool		locked = false;
 
-	claim_check_writable("idem_claim()");
+	idem_check_writable("idem_claim()");
 	memset(outnulls, true, sizeof(outnulls));
 
 	idem_store_open(&st, IDEM_KEYS, true);
@@ -373,50 +369,15 @@ idem_claim(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(claim_result(fcinfo, out, outnulls));
 }
 
-/*
- * Check that the caller owns the current attempt of the found row: with its
- * token, or without one in the transaction that made the claim.
- */
-static void
-finish_check_owner(IdemStore *st, IdemFetch fetched, TimestampTz now,
-				   text *scope, text *key, bool has_token, int64 token,
-				   const char *fname)
-{
-	int64		current;
-
-	if (fetched != IDEM_FETCH_FOUND || row_expired(st, now))
-		ereport(ERROR,
-				(errcode(ERRCODE_IDEM_NO_CLAIM),
-				 errmsg("%s: key \"%s\" has no claim", fname, text_to_cstring(key)),
-				 errdetail("No live row exists for this key in scope \"%s\".", text_to_cstring(scope)),
-				 errhint("Call idem_claim first.")));
-	if (state_is(st, "completed") || state_is(st, "failed"))
-		ereport(ERROR,
-				(errcode(ERRCODE_IDEM_ALREADY_FINISHED),
-				 errmsg("%s: key \"%s\" is already finished", fname, text_to_cstring(key)),
-				 errdetail("Its state is %s.", TextDatumGetCString(st->values[KEYS_STATE]))));
-	if (!has_token && !idem_claim_memory_find(scope, key, &token, NULL))
-		ereport(ERROR,
-				(errcode(ERRCODE_IDEM_TOKEN_REQUIRED),
-				 errmsg("%s: key \"%s\" was not claimed in this transaction", fname, text_to_cstring(key)),
-				 errhint("Pass the token that idem_claim returned.")));
-	current = DatumGetInt64(st->values[KEYS_TOKEN]);
-	if (state_is(st, "released") || token != current)
-		ereport(ERROR,
-				(errcode(ERRCODE_IDEM_STALE_TOKEN),
-				 errmsg("%s: token %lld does not hold key \"%s\"", fname,
-						(long long) token, text_to_cstring(key)),
-				 errdetail("The attempt of this token was released or taken over; the key is at attempt %d.",
-						   DatumGetInt32(st->values[KEYS_ATTEMPT]))));
-}
-
 /* The arguments idem_complete, idem_fail and idem_checkpoint share */
 typedef struct FinishArgs
 {
 	text	   *key;
 	text	   *scope;
-	bool		has_token;
+	bool		has_token;		/* given, or known from the claim memory */
 	int64		token;
+	bool		remembered;		/* this transaction claimed the key ... */
+	ItemPointerData claim_tid;	/* ... and its row is (or was) there */
 	bool		payload_null;
 	Datum		payload;		/* response, error or checkpoint data */
 } FinishArgs;
@@ -439,40 +400,83 @@ finish_args(FunctionCallInfo fcinfo, int payload_argno, const char *payload_what
 	args->token = args->has_token ? PG_GETARG_INT64(token_argno) : 0;
 }
 
-/* Does the text datum hold exactly these bytes? */
-static bool
-text_datum_equals(Datum d, text *t)
+/*
+ * Look the key up in this transaction's claim memory, once: without a token,
+ * the claim this transaction made supplies it.  remembered is set only when
+ * the call is about that claim (no token, or its token).
+ */
+static void
+finish_recall_claim(FinishArgs *args)
 {
-	text	   *dt = DatumGetTextPP(d);
+	int64		token;
 
-	return VARSIZE_ANY_EXHDR(dt) == VARSIZE_ANY_EXHDR(t) &&
-		memcmp(VARDATA_ANY(dt), VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t)) == 0;
+	args->remembered = idem_claim_memory_find(args->scope, args->key, &token,
+											  &args->claim_tid) &&
+		(!args->has_token || args->token == token);
+	if (args->remembered)
+	{
+		args->token = token;
+		args->has_token = true;
+	}
 }
 
 /*
  * Read the row of a claim this transaction made, by the address the claim
- * memory keeps, if the call is about that claim (no token, or its token) and
- * the row is still the one the claim wrote.  That is the in-transaction way
- * of using a key, and it then needs neither an index probe nor the key lock.
+ * memory keeps, if the call is about that claim and the row is still the one
+ * the claim wrote.  That is the in-transaction way of using a key, and it
+ * then needs neither an index probe nor the key lock.
  */
 static bool
 finish_own_claim(IdemStore *st, FinishArgs *args)
 {
-	int64		token;
-	ItemPointerData tid;
-
-	if (!idem_claim_memory_find(args->scope, args->key, &token, &tid) ||
-		(args->has_token && args->token != token))
+	if (!args->remembered || !idem_store_fetch_own(st, &args->claim_tid))
 		return false;
-	if (!idem_store_fetch_own(st, &tid))
-		return false;
-	if (DatumGetInt64(st->values[KEYS_TOKEN]) == token &&
-		text_datum_equals(st->values[KEYS_KEY], args->key) &&
-		text_datum_equals(st->values[KEYS_SCOPE], args->scope))
+	if (DatumGetInt64(st->values[KEYS_TOKEN]) == args->token &&
+		column_equals(st, KEYS_KEY, args->key) &&
+		column_equals(st, KEYS_SCOPE, args->scope))
 		return true;
 	ExecClearTuple(st->slot);
 	st->found = false;
 	return false;
+}
+
+/*
+ * Check that the caller owns the current attempt of the found row: with its
+ * token, or without one in the transaction that made the claim.
+ */
+static void
+finish_check_owner(IdemStore *st, IdemFetch fetched, TimestampTz now,
+				   FinishArgs *args, const char *fname)
+{
+	text	   *key = args->key;
+	text	   *scope = args->scope;
+	int64		token = args->token;
+	int64		current;
+
+	if (fetched != IDEM_FETCH_FOUND || row_expired(st, now))
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEM_NO_CLAIM),
+				 errmsg("%s: key \"%s\" has no claim", fname, text_to_cstring(key)),
+				 errdetail("No live row exists for this key in scope \"%s\".", text_to_cstring(scope)),
+				 errhint("Call idem_claim first.")));
+	if (state_is(st, "completed") || state_is(st, "failed"))
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEM_ALREADY_FINISHED),
+				 errmsg("%s: key \"%s\" is already finished", fname, text_to_cstring(key)),
+				 errdetail("Its state is %s.", TextDatumGetCString(st->values[KEYS_STATE]))));
+	if (!args->has_token)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEM_TOKEN_REQUIRED),
+				 errmsg("%s: key \"%s\" was not claimed in this transaction", fname, text_to_cstring(key)),
+				 errhint("Pass the token that idem_claim returned.")));
+	current = DatumGetInt64(st->values[KEYS_TOKEN]);
+	if (state_is(st, "released") || token != current)
+		ereport(ERROR,
+				(errcode(ERRCODE_IDEM_STALE_TOKEN),
+				 errmsg("%s: token %lld does not hold key \"%s\"", fname,
+						(long long) token, text_to_cstring(key)),
+				 errdetail("The attempt of this token was released or taken over; the key is at attempt %d.",
+						   DatumGetInt32(st->values[KEYS_ATTEMPT]))));
 }
 
 /*
@@ -495,7 +499,8 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 	IdemStore	st;
 	IdemFetch	fetched;
 
-	claim_check_writable(fname);
+	idem_check_writable(fname);
+	finish_recall_claim(args);
 	idem_store_open(&st, IDEM_KEYS, true);
 	if (finish_own_claim(&st, args))
 	{
@@ -512,7 +517,7 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 	}
 	/* after the fetch: it may have waited for another transaction */
 	now = GetCurrentTimestamp();
-	finish_check_owner(&st, fetched, now, scope, key, args->has_token, args->token, fname);
+	finish_check_owner(&st, fetched, now, args, fname);
 
 	memcpy(values, st.values, sizeof(values));
 	memcpy(nulls, st.nulls, sizeof(nulls));
@@ -550,7 +555,8 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 			break;
 	}
 	idem_store_update(&st, values, nulls);
-	idem_claim_memory_moved(scope, key, &st.written);
+	if (args->remembered)
+		idem_claim_memory_moved(scope, key, &st.written);
 	idem_store_close(&st);
 	if (locked)
 		idem_store_unlock(IDEM_KEYS, scope, key);

@@ -40,6 +40,7 @@ extern Interval *idem_arg_interval(FunctionCallInfo fcinfo, int argno,
 								   const char *what, int default_secs);
 extern TimestampTz idem_after(TimestampTz from, const Interval *iv, const char *what);
 extern void idem_check_json_size(Datum jsonb, const char *what);
+extern void idem_check_writable(const char *fname);
 
 /* Operator counters in shared memory (stats.c) */
 typedef enum IdemCounter

@@ -9,6 +9,7 @@
 
 #include "access/detoast.h"
 #include "common/int.h"
+#include "tcop/utility.h"
 #include "utils/fmgrprotos.h"
 
 #include "idem.h"
@@ -115,6 +116,14 @@ idem_arg_interval(FunctionCallInfo fcinfo, int argno, const char *what,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be positive", what)));
 	return iv;
+}
+
+/* Refuse writes where PostgreSQL would: read-only transactions, standbys */
+void
+idem_check_writable(const char *fname)
+{
+	PreventCommandIfReadOnly(fname);
+	PreventCommandDuringRecovery(fname);
 }
 
 /* A response, error or checkpoint data: at most idem.max_response_size */

@@ -14,7 +14,6 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "miscadmin.h"
-#include "tcop/utility.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
@@ -39,9 +38,8 @@ purge_lease_live(TupleTableSlot *slot, TimestampTz now)
 static int64
 purge_table(IdemTable which, TimestampTz now, int64 limit)
 {
-	Relation	heap = table_open(idem_store_index_oid(which, "heap"), RowExclusiveLock);
-	Relation	index = index_open(idem_store_index_oid(which, "expires"), RowExclusiveLock);
-	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	IdemStore	st;
+	Relation	index;
 	IndexScanDesc scan;
 	ScanKeyData skey;
 	int64		deleted = 0;
@@ -53,30 +51,25 @@ purge_table(IdemTable which, TimestampTz now, int64 limit)
 	 * idem_claim in the same statement), which heap_delete would refuse.
 	 */
 	CommandCounterIncrement();
+	idem_store_open(&st, which, true);
+	index = idem_store_open_expires(&st);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	ScanKeyInit(&skey, 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE,
 				TimestampTzGetDatum(now));
-	scan = index_beginscan(heap, index, snapshot, 1, 0);
+	scan = index_beginscan(st.heap, index, snapshot, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
-	while (deleted < limit && index_getnext_slot(scan, ForwardScanDirection, slot))
+	while (deleted < limit && index_getnext_slot(scan, ForwardScanDirection, st.slot))
 	{
-		bool		isnull;
-		text	   *a;
-		text	   *b;
-
 		CHECK_FOR_INTERRUPTS();
-		if (which == IDEM_KEYS && purge_lease_live(slot, now))
+		if (which == IDEM_KEYS && purge_lease_live(st.slot, now))
 			continue;
-		a = DatumGetTextPP(slot_getattr(slot, 1, &isnull));
-		b = DatumGetTextPP(slot_getattr(slot, 2, &isnull));
-		if (idem_store_delete_expired(which, heap, &slot->tts_tid, a, b))
+		if (idem_store_delete_expired(&st))
 			deleted++;
 	}
 	index_endscan(scan);
 	UnregisterSnapshot(snapshot);
-	ExecDropSingleTupleTableSlot(slot);
 	index_close(index, NoLock);
-	table_close(heap, NoLock);
+	idem_store_close(&st);
 	return deleted;
 }
 
@@ -96,8 +89,7 @@ idem_purge(PG_FUNCTION_ARGS)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("batch_size must be positive")));
 	}
-	PreventCommandIfReadOnly("idem_purge()");
-	PreventCommandDuringRecovery("idem_purge()");
+	idem_check_writable("idem_purge()");
 
 	deleted = purge_table(IDEM_KEYS, now, limit);
 	if (deleted < limit)

@@ -125,16 +125,11 @@ store_resolve(void)
 	oids.valid = true;
 }
 
-/* The OID of a table's expires_at index (purge scans it) */
-Oid
-idem_store_index_oid(IdemTable which, const char *name)
+/* Open the expires_at index of the table st has open (purge scans it) */
+Relation
+idem_store_open_expires(IdemStore *st)
 {
-	store_resolve();
-	if (strcmp(name, "expires") == 0)
-		return oids.expires[which];
-	if (strcmp(name, "heap") == 0)
-		return oids.heap[which];
-	return oids.pkey[which];
+	return index_open(oids.expires[st->which], RowExclusiveLock);
 }
 
 /*
@@ -505,23 +500,25 @@ idem_store_next_token(void)
 }
 
 /*
- * Delete an expired row found by the purge, unless a live transaction holds
- * its key or is writing it: a purge never waits for a claim.  The key lock
- * is released at once, so a purge of any size takes one lock at a time; a
- * claimer of the key then waits on the purge's transaction through the
- * row's xmax, as for any uncommitted write.
+ * Delete the expired row in st->slot that the purge found, unless a live
+ * transaction holds its key or is writing it: a purge never waits for a
+ * claim.  The key lock is released at once, so a purge of any size takes
+ * one lock at a time; a claimer of the key then waits on the purge's
+ * transaction through the row's xmax, as for any uncommitted write.
  */
 bool
-idem_store_delete_expired(IdemTable which, Relation heap, ItemPointer tid,
-						  text *a, text *b)
+idem_store_delete_expired(IdemStore *st)
 {
+	bool		isnull;
+	text	   *a = DatumGetTextPP(slot_getattr(st->slot, 1, &isnull));
+	text	   *b = DatumGetTextPP(slot_getattr(st->slot, 2, &isnull));
 	TM_FailureData tmfd;
 	TM_Result	result;
 
-	if (!idem_store_lock(which, a, b, true))
+	if (!idem_store_lock(st->which, a, b, true))
 		return false;
-	result = heap_delete(heap, tid, GetCurrentCommandId(true), InvalidSnapshot,
-						 false, &tmfd, false);
-	idem_store_unlock(which, a, b);
+	result = heap_delete(st->heap, &st->slot->tts_tid, GetCurrentCommandId(true),
+						 InvalidSnapshot, false, &tmfd, false);
+	idem_store_unlock(st->which, a, b);
 	return result == TM_Ok;
 }

@@ -85,8 +85,7 @@ extern bool idem_store_fetch_own(IdemStore *st, ItemPointer tid);
 extern void idem_store_insert(IdemStore *st, Datum *values, bool *nulls);
 extern void idem_store_update(IdemStore *st, Datum *values, bool *nulls);
 extern int64 idem_store_next_token(void);
-extern Oid	idem_store_index_oid(IdemTable which, const char *name);
-extern bool idem_store_delete_expired(IdemTable which, Relation heap,
-									  ItemPointer tid, text *a, text *b);
+extern Relation idem_store_open_expires(IdemStore *st);
+extern bool idem_store_delete_expired(IdemStore *st);
 
 #endif							/* IDEM_STORE_H */

@@ -11,7 +11,6 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
-#include "tcop/utility.h"
 
 #include "idem.h"
 #include "store.h"
@@ -42,8 +41,7 @@ idem_webhook(PG_FUNCTION_ARGS)
 	IdemFetch	fetched;
 	bool		first;
 
-	PreventCommandIfReadOnly("idem_webhook()");
-	PreventCommandDuringRecovery("idem_webhook()");
+	idem_check_writable("idem_webhook()");
 
 	/* a duplicate is answered from a read without the key lock */
 	idem_store_open(&st, IDEM_WEBHOOKS, true);
