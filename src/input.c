@@ -9,7 +9,7 @@
 
 #include "access/detoast.h"
 #include "common/int.h"
-#include "tcop/utility.h"
+#include "miscadmin.h"
 #include "utils/fmgrprotos.h"
 
 #include "idem.h"
