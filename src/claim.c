@@ -36,6 +36,13 @@ PG_FUNCTION_INFO_V1(idem_lookup);
 /* Largest fingerprint accepted: room for any hash, not for a payload */
 #define IDEM_MAX_FINGERPRINT_BYTES	255
 
+/*
+ * Claims of new keys one transaction keeps pending, each holding its key
+ * lock to the end of the transaction; claims beyond are written at once.
+ * Far below max_locks_per_transaction, which the lock table is sized by.
+ */
+#define IDEM_MAX_PENDING_CLAIMS		16
+
 /* When nothing better is known, the wait an in_progress answer suggests */
 #define IDEM_DEFAULT_RETRY_AFTER_SECS	1
 
@@ -148,78 +155,138 @@ claim_result(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 }
 
 /*
- * Write a new attempt into the row of (scope, key): a fresh row when there
- * is none or it expired, else the next attempt of the row, which keeps its
- * fingerprint, creation time and last checkpoint.
+ * The row of a new claim of a key that has no live row: a pending claim's,
+ * or one written at once.
  */
 static void
-claim_write_attempt(IdemStore *st, IdemFetch fetched, TimestampTz now,
-					text *scope, text *key, bytea *fp, int64 token,
-					const Interval *lease, const Interval *ttl,
-					Datum *out, bool *outnulls)
+claim_fresh_values(IdemClaim *claim, Datum *values, bool *nulls)
+{
+	memset(nulls, true, sizeof(bool) * KEYS_NATTS);
+	values[KEYS_SCOPE] = PointerGetDatum(claim->scope);
+	values[KEYS_KEY] = PointerGetDatum(claim->key);
+	values[KEYS_STATE] = CStringGetTextDatum("processing");
+	values[KEYS_TOKEN] = Int64GetDatum(claim->token);
+	values[KEYS_ATTEMPT] = Int32GetDatum(1);
+	values[KEYS_LEASE_UNTIL] = TimestampTzGetDatum(claim->lease_until);
+	values[KEYS_CREATED_AT] = TimestampTzGetDatum(claim->created_at);
+	values[KEYS_EXPIRES_AT] = TimestampTzGetDatum(claim->expires_at);
+	nulls[KEYS_SCOPE] = nulls[KEYS_KEY] = nulls[KEYS_STATE] = false;
+	nulls[KEYS_TOKEN] = nulls[KEYS_ATTEMPT] = nulls[KEYS_LEASE_UNTIL] = false;
+	nulls[KEYS_CREATED_AT] = nulls[KEYS_EXPIRES_AT] = false;
+	if (claim->fingerprint != NULL)
+	{
+		values[KEYS_FINGERPRINT] = PointerGetDatum(claim->fingerprint);
+		nulls[KEYS_FINGERPRINT] = false;
+	}
+}
+
+/* Write the row of a pending claim of this transaction, now */
+void
+idem_claim_write_pending(IdemClaim *claim)
 {
 	Datum		values[KEYS_NATTS];
 	bool		nulls[KEYS_NATTS];
-	bool		fresh = (fetched != IDEM_FETCH_FOUND || row_expired(st, now));
-	/* from the time of the write: the claim may have waited for another */
-	TimestampTz lease_until = idem_after(now, lease, "lease");
-	TimestampTz expires_at = idem_after(now, ttl, "ttl");
+	IdemStore	st;
 
-	if (fresh)
-	{
-		memset(nulls, true, sizeof(nulls));
-		values[KEYS_SCOPE] = PointerGetDatum(scope);
-		values[KEYS_KEY] = PointerGetDatum(key);
-		values[KEYS_ATTEMPT] = Int32GetDatum(1);
-		values[KEYS_CREATED_AT] = TimestampTzGetDatum(now);
-		values[KEYS_EXPIRES_AT] = TimestampTzGetDatum(Max(expires_at, lease_until));
-		nulls[KEYS_SCOPE] = nulls[KEYS_KEY] = nulls[KEYS_ATTEMPT] = false;
-		nulls[KEYS_CREATED_AT] = nulls[KEYS_EXPIRES_AT] = false;
-		if (fp != NULL)
-		{
-			values[KEYS_FINGERPRINT] = PointerGetDatum(fp);
-			nulls[KEYS_FINGERPRINT] = false;
-		}
-	}
-	else
-	{
-		TimestampTz old_expiry = DatumGetTimestampTz(st->values[KEYS_EXPIRES_AT]);
+	idem_store_open(&st, IDEM_KEYS, true);
+	claim_fresh_values(claim, values, nulls);
+	idem_store_insert(&st, values, nulls);
+	idem_claim_memory_written(claim, &st.written);
+	idem_store_close(&st);
+}
 
-		memcpy(values, st->values, sizeof(values));
-		memcpy(nulls, st->nulls, sizeof(nulls));
-		values[KEYS_ATTEMPT] = Int32GetDatum(DatumGetInt32(st->values[KEYS_ATTEMPT]) + 1);
-		values[KEYS_EXPIRES_AT] = TimestampTzGetDatum(Max(old_expiry, lease_until));
-		if (nulls[KEYS_FINGERPRINT] && fp != NULL)
-		{
-			values[KEYS_FINGERPRINT] = PointerGetDatum(fp);
-			nulls[KEYS_FINGERPRINT] = false;
-		}
-		nulls[KEYS_RESPONSE] = nulls[KEYS_COMPLETED_AT] = true;
-	}
-	values[KEYS_STATE] = CStringGetTextDatum("processing");
-	values[KEYS_TOKEN] = Int64GetDatum(token);
-	values[KEYS_LEASE_UNTIL] = TimestampTzGetDatum(lease_until);
-	nulls[KEYS_STATE] = nulls[KEYS_TOKEN] = nulls[KEYS_LEASE_UNTIL] = false;
+/*
+ * Claim a key that has no live row, under the key lock.  If it has no row
+ * at all, the claim is pending: its row is written once, when the claim is
+ * finished (or when the transaction commits), and until then the key lock,
+ * kept to the end of the transaction, does what the row's uncommitted xmin
+ * does for a row written at once: another claimer waits for this
+ * transaction.  A claim and its completion in one transaction so write one
+ * row instead of writing it and then updating it.  Past a few pending
+ * claims the rows are written at once, so that a transaction claiming many
+ * keys does not fill the shared lock table.  Returns whether the key lock
+ * must be kept.
+ */
+static bool
+claim_fresh(IdemStore *st, IdemFetch fetched, text *scope, text *key,
+			bytea *fp, int64 token, TimestampTz now, TimestampTz lease_until,
+			TimestampTz expires_at, Datum *values, bool *nulls)
+{
+	bool		pending = (fetched == IDEM_FETCH_NONE &&
+						   idem_claim_memory_pending_made() < IDEM_MAX_PENDING_CLAIMS);
+	IdemClaim  *claim = idem_claim_memory_add(scope, key, pending);
+	MemoryContext oldcontext = MemoryContextSwitchTo(TopTransactionContext);
 
-	out[CLAIM_STATUS] = CStringGetTextDatum("claimed");
-	out[CLAIM_TOKEN] = Int64GetDatum(token);
-	out[CLAIM_ATTEMPT] = values[KEYS_ATTEMPT];
-	outnulls[CLAIM_STATUS] = outnulls[CLAIM_TOKEN] = outnulls[CLAIM_ATTEMPT] = false;
-	if (!nulls[KEYS_CHECKPOINT])
-	{
-		out[CLAIM_CHECKPOINT] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[KEYS_CHECKPOINT]));
-		outnulls[CLAIM_CHECKPOINT] = false;
-	}
-	if (!nulls[KEYS_CHECKPOINT_DATA])
-	{
-		out[CLAIM_CHECKPOINT_DATA] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[KEYS_CHECKPOINT_DATA]));
-		outnulls[CLAIM_CHECKPOINT_DATA] = false;
-	}
+	claim->token = token;
+	claim->fingerprint = fp != NULL ? (bytea *) PG_DETOAST_DATUM_COPY(fp) : NULL;
+	claim->created_at = now;
+	claim->lease_until = lease_until;
+	claim->expires_at = Max(expires_at, lease_until);
+	MemoryContextSwitchTo(oldcontext);
 
+	claim_fresh_values(claim, values, nulls);
+	if (pending)
+		return true;
+	/* a row that expired is replaced in place */
 	if (fetched == IDEM_FETCH_FOUND)
 		idem_store_update(st, values, nulls);
 	else
 		idem_store_insert(st, values, nulls);
+	idem_claim_memory_written(claim, &st->written);
+	return false;
+}
+
+/*
+ * Write the next attempt into the live row of (scope, key), whose lease ran
+ * out or whose last attempt was released: it keeps its fingerprint,
+ * creation time and last checkpoint.
+ */
+static void
+claim_next_attempt(IdemStore *st, text *scope, text *key, bytea *fp,
+				   int64 token, TimestampTz lease_until, Datum *values, bool *nulls)
+{
+	TimestampTz old_expiry = DatumGetTimestampTz(st->values[KEYS_EXPIRES_AT]);
+	IdemClaim  *claim;
+
+	memcpy(values, st->values, sizeof(Datum) * KEYS_NATTS);
+	memcpy(nulls, st->nulls, sizeof(bool) * KEYS_NATTS);
+	values[KEYS_STATE] = CStringGetTextDatum("processing");
+	values[KEYS_TOKEN] = Int64GetDatum(token);
+	values[KEYS_ATTEMPT] = Int32GetDatum(DatumGetInt32(st->values[KEYS_ATTEMPT]) + 1);
+	values[KEYS_LEASE_UNTIL] = TimestampTzGetDatum(lease_until);
+	values[KEYS_EXPIRES_AT] = TimestampTzGetDatum(Max(old_expiry, lease_until));
+	nulls[KEYS_STATE] = nulls[KEYS_TOKEN] = nulls[KEYS_LEASE_UNTIL] = false;
+	if (nulls[KEYS_FINGERPRINT] && fp != NULL)
+	{
+		values[KEYS_FINGERPRINT] = PointerGetDatum(fp);
+		nulls[KEYS_FINGERPRINT] = false;
+	}
+	nulls[KEYS_RESPONSE] = nulls[KEYS_COMPLETED_AT] = true;
+
+	/* the result row reads the checkpoint after the update frees the buffer */
+	if (!nulls[KEYS_CHECKPOINT])
+		values[KEYS_CHECKPOINT] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[KEYS_CHECKPOINT]));
+	if (!nulls[KEYS_CHECKPOINT_DATA])
+		values[KEYS_CHECKPOINT_DATA] = PointerGetDatum(PG_DETOAST_DATUM_COPY(values[KEYS_CHECKPOINT_DATA]));
+	idem_store_update(st, values, nulls);
+
+	claim = idem_claim_memory_add(scope, key, false);
+	claim->token = token;
+	idem_claim_memory_written(claim, &st->written);
+}
+
+/* Fill idem_claim's result for a claim, from the row it wrote or will write */
+static void
+claim_taken(Datum *values, bool *nulls, Datum *out, bool *outnulls)
+{
+	out[CLAIM_STATUS] = CStringGetTextDatum("claimed");
+	out[CLAIM_TOKEN] = values[KEYS_TOKEN];
+	out[CLAIM_ATTEMPT] = values[KEYS_ATTEMPT];
+	outnulls[CLAIM_STATUS] = outnulls[CLAIM_TOKEN] = outnulls[CLAIM_ATTEMPT] = false;
+	out[CLAIM_CHECKPOINT] = values[KEYS_CHECKPOINT];
+	outnulls[CLAIM_CHECKPOINT] = nulls[KEYS_CHECKPOINT];
+	out[CLAIM_CHECKPOINT_DATA] = values[KEYS_CHECKPOINT_DATA];
+	outnulls[CLAIM_CHECKPOINT_DATA] = nulls[KEYS_CHECKPOINT_DATA];
 }
 
 /* What a claim answers, given the row it read */
@@ -300,10 +367,12 @@ claim_answer(ClaimDecision decision, IdemStore *st, TimestampTz now,
  * idem_claim(key, fingerprint, scope, lease, ttl, nowait): take the key for
  * a new attempt, or say why not (completed, failed, in_progress, mismatch).
  *
- * A first read without the key lock answers replays, mismatches and live
- * attempts, which no writer can take back; so a storm of retries of a
- * finished payment reads in parallel.  Only a claim that will write takes
- * the key lock and reads again under it.
+ * The key lock is tried first, without waiting: a claim of a new key then
+ * reads the key once, under the lock.  If another transaction holds the
+ * lock, the key is read without it: replays, mismatches and live attempts,
+ * which no writer can take back, are answered from that read, so a storm of
+ * retries of a finished payment is answered in parallel; only a claim that
+ * will write waits for the lock and reads again under it.
  */
 Datum
 idem_claim(PG_FUNCTION_ARGS)
@@ -321,18 +390,26 @@ idem_claim(PG_FUNCTION_ARGS)
 	IdemFetch	fetched;
 	ClaimDecision decision;
 	IdemCounter counted;
-	bool		locked = false;
+	IdemClaim  *mine;
+	bool		locked;
+	bool		keep_lock = false;
 
 	idem_check_writable("idem_claim()");
 	memset(outnulls, true, sizeof(outnulls));
 
+	/* a claim this transaction made and has not written: the read needs it */
+	mine = idem_claim_memory_find(scope, key);
+	if (mine != NULL && mine->pending)
+		idem_claim_write_pending(mine);
+
 	idem_store_open(&st, IDEM_KEYS, true);
-	fetched = idem_store_fetch(&st, scope, key, nowait, false);
+	locked = idem_store_lock(IDEM_KEYS, scope, key, true);
+	fetched = idem_store_fetch(&st, scope, key, nowait, locked);
 	/* after the fetch: it may have waited for another transaction */
 	now = GetCurrentTimestamp();
 	decision = claim_decide(&st, fetched, fp, now);
 
-	if (decision == DECIDE_TAKE)
+	if (decision == DECIDE_TAKE && !locked)
 	{
 		ExecClearTuple(st.slot);
 		locked = idem_store_lock(IDEM_KEYS, scope, key, nowait);
@@ -352,18 +429,26 @@ idem_claim(PG_FUNCTION_ARGS)
 
 	if (decision == DECIDE_TAKE)
 	{
+		Datum		values[KEYS_NATTS];
+		bool		nulls[KEYS_NATTS];
+		/* from the time of the write: the claim may have waited for another */
+		TimestampTz lease_until = idem_after(now, lease, "lease");
+		TimestampTz expires_at = idem_after(now, ttl, "ttl");
 		int64		token = idem_store_next_token();
 
-		claim_write_attempt(&st, fetched, now, scope, key, fp, token,
-							lease, ttl, out, outnulls);
-		idem_claim_memory_add(scope, key, token, &st.written);
+		if (fetched == IDEM_FETCH_FOUND && !row_expired(&st, now))
+			claim_next_attempt(&st, scope, key, fp, token, lease_until, values, nulls);
+		else
+			keep_lock = claim_fresh(&st, fetched, scope, key, fp, token, now,
+									lease_until, expires_at, values, nulls);
+		claim_taken(values, nulls, out, outnulls);
 		counted = IDEM_STAT_CLAIMED;
 	}
 	else
 		counted = claim_answer(decision, &st, now, out, outnulls);
 
 	idem_store_close(&st);
-	if (locked)
+	if (locked && !keep_lock)
 		idem_store_unlock(IDEM_KEYS, scope, key);
 	idem_stats_count(counted, 1);
 	PG_RETURN_DATUM(claim_result(fcinfo, out, outnulls));
@@ -376,8 +461,8 @@ typedef struct FinishArgs
 	text	   *scope;
 	bool		has_token;		/* given, or known from the claim memory */
 	int64		token;
-	bool		remembered;		/* this transaction claimed the key ... */
-	ItemPointerData claim_tid;	/* ... and its row is (or was) there */
+	IdemClaim  *mine;			/* this transaction's claim of the key */
+	IdemClaim  *claim;			/* the same, if the call is about it */
 	bool		payload_null;
 	Datum		payload;		/* response, error or checkpoint data */
 } FinishArgs;
@@ -402,20 +487,20 @@ finish_args(FunctionCallInfo fcinfo, int payload_argno, const char *payload_what
 
 /*
  * Look the key up in this transaction's claim memory, once: without a token,
- * the claim this transaction made supplies it.  remembered is set only when
+ * the claim this transaction made supplies it.  args->claim is set only when
  * the call is about that claim (no token, or its token).
  */
 static void
 finish_recall_claim(FinishArgs *args)
 {
-	int64		token;
+	IdemClaim  *claim = idem_claim_memory_find(args->scope, args->key);
 
-	args->remembered = idem_claim_memory_find(args->scope, args->key, &token,
-											  &args->claim_tid) &&
-		(!args->has_token || args->token == token);
-	if (args->remembered)
+	args->mine = claim;
+	args->claim = NULL;
+	if (claim != NULL && (!args->has_token || args->token == claim->token))
 	{
-		args->token = token;
+		args->claim = claim;
+		args->token = claim->token;
 		args->has_token = true;
 	}
 }
@@ -429,7 +514,7 @@ finish_recall_claim(FinishArgs *args)
 static bool
 finish_own_claim(IdemStore *st, FinishArgs *args)
 {
-	if (!args->remembered || !idem_store_fetch_own(st, &args->claim_tid))
+	if (args->claim == NULL || !idem_store_fetch_own(st, &args->claim->tid))
 		return false;
 	if (DatumGetInt64(st->values[KEYS_TOKEN]) == args->token &&
 		column_equals(st, KEYS_KEY, args->key) &&
@@ -491,22 +576,37 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 	text	   *scope = args->scope;
 	Datum		payload = args->payload;
 	bool		payload_null = args->payload_null;
-	bool		locked;
+	bool		locked = false;
+	bool		pending;
 	TimestampTz now;
 	TimestampTz lease_until;
 	Datum		values[KEYS_NATTS];
 	bool		nulls[KEYS_NATTS];
+	Datum		pending_values[KEYS_NATTS];
+	bool		pending_nulls[KEYS_NATTS];
 	IdemStore	st;
 	IdemFetch	fetched;
 
 	idem_check_writable(fname);
 	finish_recall_claim(args);
 	idem_store_open(&st, IDEM_KEYS, true);
-	if (finish_own_claim(&st, args))
+	pending = (args->mine != NULL && args->mine->pending);
+	if (pending)
+	{
+		/*
+		 * The row is this transaction's to write, under the key lock it
+		 * holds: written now, finished, if the call is about that claim.
+		 */
+		claim_fresh_values(args->mine, pending_values, pending_nulls);
+		st.values = pending_values;
+		st.nulls = pending_nulls;
+		st.found = st.own = true;
+		fetched = IDEM_FETCH_FOUND;
+	}
+	else if (finish_own_claim(&st, args))
 	{
 		/* this transaction's claim, where it left it: no lock to take */
 		fetched = IDEM_FETCH_FOUND;
-		locked = false;
 	}
 	else
 	{
@@ -554,9 +654,12 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 				values[KEYS_EXPIRES_AT] = TimestampTzGetDatum(lease_until);
 			break;
 	}
-	idem_store_update(&st, values, nulls);
-	if (args->remembered)
-		idem_claim_memory_moved(scope, key, &st.written);
+	if (pending)
+		idem_store_insert(&st, values, nulls);
+	else
+		idem_store_update(&st, values, nulls);
+	if (args->claim != NULL)
+		idem_claim_memory_written(args->claim, &st.written);
 	idem_store_close(&st);
 	if (locked)
 		idem_store_unlock(IDEM_KEYS, scope, key);
@@ -606,7 +709,11 @@ idem_checkpoint(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* idem_lookup(key, scope): the key's row as this snapshot sees it, for operators */
+/*
+ * idem_lookup(key, scope): the key's row as this snapshot sees it, for
+ * operators; a claim this transaction made and has not written yet is shown
+ * as its row will be.
+ */
 Datum
 idem_lookup(PG_FUNCTION_ARGS)
 {
@@ -619,6 +726,10 @@ idem_lookup(PG_FUNCTION_ARGS)
 		MemoryContext oldcontext;
 		TupleDesc	tupdesc;
 		IdemStore	st;
+		IdemClaim  *mine = idem_claim_memory_find(scope, key);
+		Datum		pending_values[KEYS_NATTS];
+		bool		pending_nulls[KEYS_NATTS];
+		bool		found;
 
 		funcctx = SRF_FIRSTCALL_INIT();
 		oldcontext = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
@@ -627,8 +738,16 @@ idem_lookup(PG_FUNCTION_ARGS)
 		tupdesc = BlessTupleDesc(tupdesc);
 
 		idem_store_open(&st, IDEM_KEYS, false);
-		if (idem_store_fetch_visible(&st, scope, key) &&
-			!row_expired(&st, GetCurrentTimestamp()))
+		if (mine != NULL && mine->pending)
+		{
+			claim_fresh_values(mine, pending_values, pending_nulls);
+			st.values = pending_values;
+			st.nulls = pending_nulls;
+			found = true;
+		}
+		else
+			found = idem_store_fetch_visible(&st, scope, key);
+		if (found && !row_expired(&st, GetCurrentTimestamp()))
 		{
 			static const int cols[] = {KEYS_STATE, KEYS_ATTEMPT, KEYS_FINGERPRINT,
 				KEYS_LEASE_UNTIL, KEYS_CHECKPOINT, KEYS_CREATED_AT,

@@ -7,6 +7,12 @@
  * claim made in a subtransaction that rolls back is forgotten with it, and
  * if it had replaced a claim of the same key made before the savepoint, that
  * one is remembered again, as the row itself is back to it.
+ *
+ * A pending claim (a key that had no row, see claim.c) keeps here what its
+ * row will hold until the row is written: by the call that finishes the
+ * claim, by another call that needs the row, or just before the transaction
+ * commits.  If the subtransaction that wrote it rolls back, it is pending
+ * again.
  */
 #include "postgres.h"
 
@@ -28,14 +34,16 @@ typedef struct ClaimName
 typedef struct ClaimEntry
 {
 	ClaimName  *name;			/* hash key: a pointer, hashed by content */
-	int64		token;
-	ItemPointerData tid;		/* where the claim's row is now */
+	IdemClaim	claim;
 	SubTransactionId subid;		/* subtransaction that made the claim */
 	struct ClaimEntry *replaced;	/* the claim before it, if any */
 } ClaimEntry;
 
 /* Claims of the current transaction; NULL when it has made none */
 static HTAB *claims = NULL;
+
+/* Pending claims made by this transaction: each holds its key lock */
+static int	pending_made = 0;
 
 /* Hash a ClaimName pointer by the bytes it points to */
 static uint32
@@ -73,12 +81,53 @@ claim_name(text *scope, text *key)
 	return name;
 }
 
-/* Forget everything when the transaction ends, however it ends */
+/*
+ * Before the transaction commits (or is prepared), write the rows of the
+ * claims still pending: they commit as claims in progress, with their lease.
+ * Whatever the end, forget everything after it.
+ */
 static void
 claim_memory_xact_callback(XactEvent event, void *arg)
 {
+	HASH_SEQ_STATUS status;
+	ClaimEntry *entry;
+
+	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE)
+	{
+		if (claims == NULL)
+			return;
+		hash_seq_init(&status, claims);
+		while ((entry = hash_seq_search(&status)) != NULL)
+			if (entry->claim.pending)
+				idem_claim_write_pending(&entry->claim);
+		return;
+	}
 	/* the table lives in TopTransactionContext and goes with it */
 	claims = NULL;
+	pending_made = 0;
+}
+
+/*
+ * A subtransaction ended: rename the writes it made to its parent's if it
+ * committed; if it rolled back, a pending claim whose row it wrote is
+ * pending again.  Goes through the claims it replaced too.
+ */
+static void
+claim_memory_note_writes(ClaimEntry *entry, SubTransactionId mySubid,
+						 SubTransactionId parentSubid, bool commit)
+{
+	for (; entry != NULL; entry = entry->replaced)
+	{
+		if (entry->claim.written_by != mySubid)
+			continue;
+		if (commit)
+			entry->claim.written_by = parentSubid;
+		else
+		{
+			entry->claim.pending = true;
+			entry->claim.written_by = InvalidSubTransactionId;
+		}
+	}
 }
 
 /*
@@ -100,10 +149,11 @@ claim_memory_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	hash_seq_init(&status, claims);
 	while ((entry = hash_seq_search(&status)) != NULL)
 	{
-		if (entry->subid != mySubid)
-			continue;
 		if (event == SUBXACT_EVENT_COMMIT_SUB)
 		{
+			claim_memory_note_writes(entry, mySubid, parentSubid, true);
+			if (entry->subid != mySubid)
+				continue;
 			entry->subid = parentSubid;
 			/* a claim the parent made and this one replaced is gone for good */
 			if (entry->replaced != NULL && entry->replaced->subid == parentSubid)
@@ -114,13 +164,14 @@ claim_memory_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		{
 			ClaimEntry *before = entry->replaced;
 
-			entry->token = before->token;
-			entry->tid = before->tid;
+			entry->claim = before->claim;
 			entry->subid = before->subid;
 			entry->replaced = before->replaced;
 		}
 		if (entry->subid == mySubid)
 			hash_search(claims, &entry->name, HASH_REMOVE, NULL);
+		else
+			claim_memory_note_writes(entry, mySubid, parentSubid, false);
 	}
 }
 
@@ -132,9 +183,25 @@ idem_claim_memory_init(void)
 	RegisterSubXactCallback(claim_memory_subxact_callback, NULL);
 }
 
-/* Remember that the current (sub)transaction claimed (scope, key), at tid */
-void
-idem_claim_memory_add(text *scope, text *key, int64 token, ItemPointer tid)
+/* A copy of a text in the current memory context */
+static text *
+claim_text_copy(text *t)
+{
+	Size		len = VARSIZE_ANY_EXHDR(t);
+	text	   *copy = palloc(VARHDRSZ + len);
+
+	SET_VARSIZE(copy, VARHDRSZ + len);
+	memcpy(VARDATA(copy), VARDATA_ANY(t), len);
+	return copy;
+}
+
+/*
+ * Remember that the current (sub)transaction claimed (scope, key), with its
+ * row written or pending.  The caller fills in the rest of the claim
+ * returned (it lasts to transaction end: what it points to must too).
+ */
+IdemClaim *
+idem_claim_memory_add(text *scope, text *key, bool pending)
 {
 	MemoryContext oldcontext = MemoryContextSwitchTo(TopTransactionContext);
 	ClaimName  *name = claim_name(scope, key);
@@ -166,15 +233,22 @@ idem_claim_memory_add(text *scope, text *key, int64 token, ItemPointer tid)
 	}
 	else if (!found)
 		entry->replaced = NULL;
-	entry->token = token;
-	entry->tid = *tid;
 	entry->subid = GetCurrentSubTransactionId();
+	memset(&entry->claim, 0, sizeof(IdemClaim));
+	entry->claim.scope = claim_text_copy(scope);
+	entry->claim.key = claim_text_copy(key);
+	entry->claim.written_by = InvalidSubTransactionId;
+	entry->claim.pending = pending;
+	ItemPointerSetInvalid(&entry->claim.tid);
+	if (pending)
+		pending_made++;
 	MemoryContextSwitchTo(oldcontext);
+	return &entry->claim;
 }
 
-/* The entry of this transaction's claim of (scope, key), or NULL */
-static ClaimEntry *
-claim_memory_entry(text *scope, text *key)
+/* This transaction's claim of (scope, key), or NULL */
+IdemClaim *
+idem_claim_memory_find(text *scope, text *key)
 {
 	ClaimName  *name;
 	ClaimEntry *entry;
@@ -184,33 +258,28 @@ claim_memory_entry(text *scope, text *key)
 	name = claim_name(scope, key);
 	entry = hash_search(claims, &name, HASH_FIND, NULL);
 	pfree(name);
-	return entry;
+	return entry != NULL ? &entry->claim : NULL;
 }
 
 /*
- * The token of this transaction's claim of (scope, key), and where its row
- * is (tid may be NULL), if this transaction made one.
+ * The claim's row was written at tid: the first write of a pending claim,
+ * or a later one that moved it.  A move in a subtransaction that rolls back
+ * leaves a stale tid, which is harmless: the row found there is checked.
  */
-bool
-idem_claim_memory_find(text *scope, text *key, int64 *token, ItemPointer tid)
+void
+idem_claim_memory_written(IdemClaim *claim, ItemPointer tid)
 {
-	ClaimEntry *entry = claim_memory_entry(scope, key);
-
-	if (entry == NULL)
-		return false;
-	*token = entry->token;
-	if (tid != NULL)
-		*tid = entry->tid;
-	return true;
+	if (claim->pending)
+	{
+		claim->pending = false;
+		claim->written_by = GetCurrentSubTransactionId();
+	}
+	claim->tid = *tid;
 }
 
-/* The row of this transaction's claim of (scope, key) moved to tid */
-void
-idem_claim_memory_moved(text *scope, text *key, ItemPointer tid)
+/* How many pending claims this transaction made (key locks it holds) */
+int
+idem_claim_memory_pending_made(void)
 {
-	ClaimEntry *entry = claim_memory_entry(scope, key);
-
-	/* a move in a subtransaction that rolls back leaves a stale tid: harmless */
-	if (entry != NULL)
-		entry->tid = *tid;
+	return pending_made;
 }

@@ -65,13 +65,33 @@ extern void idem_stats_note_purge(TimestampTz when);
 /* Purge worker (purge_worker.c) */
 extern void idem_purge_worker_register(void);
 
-/* Per-transaction memory of claims (claim_memory.c) */
+/*
+ * What this transaction remembers of a claim it made (claim_memory.c).  A
+ * claim of a key that had no row is "pending": its row is written only when
+ * the claim is finished, or before the transaction commits, and until then
+ * the claim holds the key lock (see claim.c).
+ */
+typedef struct IdemClaim
+{
+	text	   *scope;			/* copies, for writing a pending row */
+	text	   *key;
+	int64		token;
+	ItemPointerData tid;		/* where the claim's row is, once written */
+	bool		pending;		/* its row is not written yet */
+	SubTransactionId written_by;	/* the subtransaction that wrote it, if pending before */
+	/* what a pending claim's row will hold */
+	bytea	   *fingerprint;	/* NULL: none given */
+	TimestampTz created_at;
+	TimestampTz lease_until;
+	TimestampTz expires_at;
+} IdemClaim;
+
 extern void idem_claim_memory_init(void);
-extern void idem_claim_memory_add(text *scope, text *key, int64 token,
-								  ItemPointer tid);
-extern bool idem_claim_memory_find(text *scope, text *key, int64 *token,
-								   ItemPointer tid);
-extern void idem_claim_memory_moved(text *scope, text *key, ItemPointer tid);
+extern IdemClaim *idem_claim_memory_add(text *scope, text *key, bool pending);
+extern IdemClaim *idem_claim_memory_find(text *scope, text *key);
+extern void idem_claim_memory_written(IdemClaim *claim, ItemPointer tid);
+extern int	idem_claim_memory_pending_made(void);
+extern void idem_claim_write_pending(IdemClaim *claim);
 
 /*
  * Fingerprints, deterministic keys and ISO 4217 currencies (fingerprint.c,

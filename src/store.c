@@ -5,12 +5,12 @@
  * Every call that writes a key first takes a heavyweight lock on a hash of
  * (scope, key), reads the newest version of the row through the primary key
  * with a dirty snapshot (waiting for any other transaction that is still
- * writing it), decides, writes, and releases the key lock.  The lock only
- * makes "read, decide, write" atomic; a second claimer of an uncommitted
- * claim finds the first one's row with an in-progress xmin and waits on
- * that transaction, exactly as a unique index makes INSERT wait.  Holding
- * the key lock no longer than one call keeps the lock table small however
- * many keys a transaction claims.
+ * writing it), decides, writes, and releases the key lock.  The lock makes
+ * "read, decide, write" atomic; a second claimer of an uncommitted claim
+ * finds the first one's row with an in-progress xmin and waits on that
+ * transaction, exactly as a unique index makes INSERT wait.  The one
+ * exception, a claim of a new key, keeps the key lock instead of writing a
+ * row at once (claim.c): the second claimer then waits on the lock.
  *
  * Rows are read and written with heap and index calls rather than SPI: the
  * claim path is what every payment runs, and the executor's per-statement

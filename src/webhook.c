@@ -40,33 +40,41 @@ idem_webhook(PG_FUNCTION_ARGS)
 	IdemStore	st;
 	IdemFetch	fetched;
 	bool		first;
+	bool		locked;
 
 	idem_check_writable("idem_webhook()");
 
-	/* a duplicate is answered from a read without the key lock */
+	/*
+	 * The key lock is tried first, without waiting, so a new delivery is
+	 * read once, under it.  If another transaction holds it, a duplicate is
+	 * answered from a read without it, and only a delivery that looks new
+	 * waits for the lock and reads again.
+	 */
 	idem_store_open(&st, IDEM_WEBHOOKS, true);
-	fetched = idem_store_fetch(&st, source, event_id, false, false);
+	locked = idem_store_lock(IDEM_WEBHOOKS, source, event_id, true);
+	fetched = idem_store_fetch(&st, source, event_id, false, locked);
 	first = webhook_is_first(&st, fetched, &now);
-	if (first)
+	if (first && !locked)
 	{
 		ExecClearTuple(st.slot);
-		idem_store_lock(IDEM_WEBHOOKS, source, event_id, false);
+		locked = idem_store_lock(IDEM_WEBHOOKS, source, event_id, false);
 		fetched = idem_store_fetch(&st, source, event_id, false, true);
 		first = webhook_is_first(&st, fetched, &now);
-		if (first)
-		{
-			values[WEBHOOKS_SOURCE] = PointerGetDatum(source);
-			values[WEBHOOKS_EVENT_ID] = PointerGetDatum(event_id);
-			values[WEBHOOKS_RECEIVED_AT] = TimestampTzGetDatum(now);
-			values[WEBHOOKS_EXPIRES_AT] = TimestampTzGetDatum(idem_after(now, ttl, "ttl"));
-			/* an expired record is a delivery seen too long ago: it starts again */
-			if (fetched == IDEM_FETCH_FOUND)
-				idem_store_update(&st, values, nulls);
-			else
-				idem_store_insert(&st, values, nulls);
-		}
-		idem_store_unlock(IDEM_WEBHOOKS, source, event_id);
 	}
+	if (first)
+	{
+		values[WEBHOOKS_SOURCE] = PointerGetDatum(source);
+		values[WEBHOOKS_EVENT_ID] = PointerGetDatum(event_id);
+		values[WEBHOOKS_RECEIVED_AT] = TimestampTzGetDatum(now);
+		values[WEBHOOKS_EXPIRES_AT] = TimestampTzGetDatum(idem_after(now, ttl, "ttl"));
+		/* an expired record is a delivery seen too long ago: it starts again */
+		if (fetched == IDEM_FETCH_FOUND)
+			idem_store_update(&st, values, nulls);
+		else
+			idem_store_insert(&st, values, nulls);
+	}
+	if (locked)
+		idem_store_unlock(IDEM_WEBHOOKS, source, event_id);
 	idem_store_close(&st);
 
 	idem_stats_count(first ? IDEM_STAT_WEBHOOKS_NEW : IDEM_STAT_WEBHOOKS_DUPLICATE, 1);
