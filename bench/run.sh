@@ -17,6 +17,12 @@
 #                                                           (100000; quick: 5000)
 #   BENCH_PORT      port of the scratch server              (5494)
 #   BENCH_ONLY      extended regexp: run only the variants whose name matches
+#   BENCH_SERVER_CPUS, BENCH_CLIENT_CPUS
+#                   CPU lists (taskset -c) for the server and for pgbench
+#                   (default: pgbench on the last CPU, the server on the
+#                   others, so that the load generator's own work does not
+#                   take the server's cores)
+#   BENCH_PIN=0     no pinning: the server and pgbench share every core
 #   BENCH_QUICK=1   a short smoke run with the defaults marked quick
 set -euo pipefail
 
@@ -39,6 +45,19 @@ CLIENTS=${BENCH_CLIENTS:-4}
 JOBS=${BENCH_JOBS:-2}
 PORT=${BENCH_PORT:-5494}
 ONLY=${BENCH_ONLY:-}
+SERVER_CPUS=${BENCH_SERVER_CPUS:-}
+CLIENT_CPUS=${BENCH_CLIENT_CPUS:-}
+NCPU=$(nproc)
+if [ "${BENCH_PIN:-1}" != 0 ] && [ -z "$SERVER_CPUS$CLIENT_CPUS" ] && [ "$NCPU" -ge 2 ]; then
+	SERVER_CPUS=0-$((NCPU - 2))
+	CLIENT_CPUS=$((NCPU - 1))
+fi
+# pin <cpu list>: the words that run a command on those CPUs (none if unset)
+pin() {
+	if [ -n "$1" ]; then
+		echo "taskset -c $1"
+	fi
+}
 
 # The scripts build unique keys from client_id (below 100) and a counter that
 # starts at a new million for each pgbench run (fewer than 1000 runs).
@@ -120,7 +139,7 @@ stop_server() {
 	fi
 }
 trap stop_server EXIT
-as_server_user "$PGCTL" -D "$DATA" -l "$BENCH_DIR/server.log" -w start >/dev/null
+as_server_user $(pin "$SERVER_CPUS") "$PGCTL" -D "$DATA" -l "$BENCH_DIR/server.log" -w start >/dev/null
 
 export PGHOST=$SOCK PGPORT=$PORT PGUSER=postgres
 PSQL="$IDEM_BINDIR/psql -X -q -v ON_ERROR_STOP=1"
@@ -181,7 +200,7 @@ run_variant() {
 	local script=$1 sync=$2
 	shift 2
 	RUN_INDEX=$((RUN_INDEX + 1))
-	PGOPTIONS="-c synchronous_commit=$sync" $PGBENCH -n -M prepared \
+	PGOPTIONS="-c synchronous_commit=$sync" $(pin "$CLIENT_CPUS") $PGBENCH -n -M prepared \
 		-D n=$((RUN_INDEX * 1000000)) -D keys="$KEYS" -D events="$KEYS" \
 		-f "$SCRIPTS/$script" "$@" bench >"$BENCH_DIR/last.out" 2>&1
 }
@@ -367,6 +386,11 @@ round_ratios() {
 	echo "- machine: $(nproc) cores, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
 	echo "- load average before / after: $LOAD_BEFORE / $LOAD_AFTER"
 	echo "- pgbench -M prepared -c $CLIENTS -j $JOBS, ${DURATION}s per run, $ROUNDS interleaved rounds after a ${WARMUP}s warm-up; $KEYS keys and webhook ids loaded"
+	if [ -n "$SERVER_CPUS$CLIENT_CPUS" ]; then
+		echo "- pinned: server on CPUs ${SERVER_CPUS:-all}, pgbench on CPUs ${CLIENT_CPUS:-all}"
+	else
+		echo "- not pinned: the server and pgbench share every core"
+	fi
 	echo
 	echo "CPU per transaction: user and system time of the server's backends, and"
 	echo "of pgbench, divided by the transactions of the run (medians over the rounds)."

@@ -141,3 +141,13 @@ SELECT state FROM idem.keys WHERE key = 'pend-11';
 SELECT status FROM idem_claim('pend-11', nowait => true);
 
 DROP FUNCTION key_locks();
+
+-- a transaction that drops idem after a claim has nowhere to write it: it
+-- commits without it
+BEGIN;
+SELECT status FROM idem_claim('pend-12');
+DROP EXTENSION idem;
+COMMIT;
+SELECT count(*) AS idem_schemas FROM pg_namespace WHERE nspname = 'idem';
+CREATE EXTENSION idem;
+SELECT count(*) AS rows_of_pend_12 FROM idem.keys WHERE key = 'pend-12';

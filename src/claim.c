@@ -18,6 +18,7 @@
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "funcapi.h"
+#include "storage/lock.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -39,9 +40,10 @@ PG_FUNCTION_INFO_V1(idem_lookup);
 /*
  * Claims of new keys one transaction keeps pending, each holding its key
  * lock to the end of the transaction; claims beyond are written at once.
- * Far below max_locks_per_transaction, which the lock table is sized by.
+ * At most a quarter of max_locks_per_transaction, which sizes the shared
+ * lock table.
  */
-#define IDEM_MAX_PENDING_CLAIMS		16
+#define IDEM_MAX_PENDING_CLAIMS		Min(16, max_locks_per_xact / 4)
 
 /* When nothing better is known, the wait an in_progress answer suggests */
 #define IDEM_DEFAULT_RETRY_AFTER_SECS	1

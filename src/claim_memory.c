@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "common/hashfn.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -94,7 +95,8 @@ claim_memory_xact_callback(XactEvent event, void *arg)
 
 	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE)
 	{
-		if (claims == NULL)
+		/* a transaction that dropped idem has nowhere to write them */
+		if (claims == NULL || !OidIsValid(get_namespace_oid("idem", true)))
 			return;
 		hash_seq_init(&status, claims);
 		while ((entry = hash_seq_search(&status)) != NULL)
