@@ -182,6 +182,19 @@ claim_fresh_values(IdemClaim *claim, Datum *values, bool *nulls)
 	}
 }
 
+/*
+ * Let st hold a pending claim's row, built in values and nulls, as if it
+ * had been read: the calls that need the row use it without writing it.
+ */
+static void
+claim_pending_as_found(IdemStore *st, IdemClaim *claim, Datum *values, bool *nulls)
+{
+	claim_fresh_values(claim, values, nulls);
+	st->values = values;
+	st->nulls = nulls;
+	st->found = st->own = true;
+}
+
 /* Write the row of a pending claim of this transaction, now */
 void
 idem_claim_write_pending(IdemClaim *claim)
@@ -599,10 +612,7 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 		 * The row is this transaction's to write, under the key lock it
 		 * holds: written now, finished, if the call is about that claim.
 		 */
-		claim_fresh_values(args->mine, pending_values, pending_nulls);
-		st.values = pending_values;
-		st.nulls = pending_nulls;
-		st.found = st.own = true;
+		claim_pending_as_found(&st, args->mine, pending_values, pending_nulls);
 		fetched = IDEM_FETCH_FOUND;
 	}
 	else if (finish_own_claim(&st, args))
@@ -742,9 +752,7 @@ idem_lookup(PG_FUNCTION_ARGS)
 		idem_store_open(&st, IDEM_KEYS, false);
 		if (mine != NULL && mine->pending)
 		{
-			claim_fresh_values(mine, pending_values, pending_nulls);
-			st.values = pending_values;
-			st.nulls = pending_nulls;
+			claim_pending_as_found(&st, mine, pending_values, pending_nulls);
 			found = true;
 		}
 		else
