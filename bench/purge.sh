@@ -32,34 +32,22 @@ JOBS=${BENCH_JOBS:-2}
 PORT=${BENCH_PORT:-5495}
 
 DIR=$IDEM_BUILD/bench_purge
-DATA=$DIR/data
 RESULTS=$DIR/results.md
 
 log() { echo "bench/purge: $*" >&2; }
 
 log "building idem and installing it privately"
 idem_private_install
-PGCTL=$IDEM_BINDIR/pg_ctl
-[ -f "$DATA/postmaster.pid" ] && as_server_user "$PGCTL" -D "$DATA" stop -m immediate >/dev/null 2>&1 || true
-rm -rf "$DIR"
-mkdir -p "$DIR"
-[ "$(id -u)" = 0 ] && chown postgres: "$DIR"
-as_server_user "$IDEM_BINDIR/initdb" -D "$DATA" -A trust -U postgres >"$DIR/initdb.log"
-cat >>"$DATA/postgresql.conf" <<EOF
-listen_addresses = ''
-unix_socket_directories = '$DIR'
-port = $PORT
-shared_preload_libraries = 'idem'
+idem_scratch_start "$DIR" "$PORT" <<EOF
 # the purge runs by hand here, to be timed; the worker stays paused
 idem.purge_interval = 0
 shared_buffers = 512MB
 max_wal_size = 4GB
 EOF
-as_server_user "$PGCTL" -D "$DATA" -l "$DIR/server.log" -w start >/dev/null
-trap 'as_server_user "$PGCTL" -D "$DATA" stop -m fast >/dev/null 2>&1 || true' EXIT
+trap idem_scratch_stop EXIT
 
-PSQL=("$IDEM_BINDIR/psql" -h "$DIR" -p "$PORT" -U postgres -X -q -v ON_ERROR_STOP=1 -d postgres)
-PGBENCH=("$IDEM_BINDIR/pgbench" -h "$DIR" -p "$PORT" -U postgres -n -M prepared -c "$CLIENTS" -j "$JOBS")
+PSQL=("$IDEM_BINDIR/psql" -h "$IDEM_SOCK" -p "$IDEM_PORT" -U postgres -X -q -v ON_ERROR_STOP=1 -d postgres)
+PGBENCH=("$IDEM_BINDIR/pgbench" -h "$IDEM_SOCK" -p "$IDEM_PORT" -U postgres -n -M prepared -c "$CLIENTS" -j "$JOBS")
 
 "${PSQL[@]}" <<'EOF'
 CREATE EXTENSION idem;

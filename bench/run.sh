@@ -67,7 +67,6 @@ if [ "$CLIENTS" -ge 100 ] || [ "$ROUNDS" -gt 80 ] || [ "$ROUNDS" -lt 1 ]; then
 fi
 
 BENCH_DIR=$IDEM_BUILD/bench
-DATA=$BENCH_DIR/data
 RAW=$BENCH_DIR/raw.tsv
 RESULTS=$BENCH_DIR/results.md
 SCRIPTS=$IDEM_ROOT/bench/scripts
@@ -95,35 +94,12 @@ log() { echo "bench: $*" >&2; }
 log "building idem and installing it privately"
 idem_private_install
 
-PGCTL=$IDEM_BINDIR/pg_ctl
-if [ -f "$DATA/postmaster.pid" ]; then
-	as_server_user "$PGCTL" -D "$DATA" -m fast stop >/dev/null 2>&1 || true
-fi
-rm -rf "$BENCH_DIR"
-mkdir -p "$BENCH_DIR"
-# The socket path must fit in sun_path (107 bytes)
-SOCK=$BENCH_DIR
-if [ ${#SOCK} -gt 80 ]; then
-	SOCK=$(mktemp -d /tmp/idem-bench.XXXXXX)
-fi
-if [ "$(id -u)" = 0 ]; then
-	chown postgres: "$BENCH_DIR" "$SOCK"
-fi
-
-log "creating a cluster in $DATA (port $PORT)"
-as_server_user "$IDEM_BINDIR/initdb" -D "$DATA" -U postgres -A trust \
-	--no-locale -E UTF8 >"$BENCH_DIR/initdb.log"
+log "creating a cluster in $BENCH_DIR/data"
 # No TCP: the socket lives in a directory of its own, so the port cannot
 # collide with another server.  Autovacuum is off and run.sh vacuums between
 # rounds instead, outside the measured time; checkpoints are kept out of the
 # runs as far as the WAL volume allows.
-as_server_user tee -a "$DATA/postgresql.conf" >/dev/null <<EOF
-
-# bench/run.sh
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$SOCK'
-shared_preload_libraries = 'idem'
+idem_scratch_start "$BENCH_DIR" "$PORT" $(pin "$SERVER_CPUS") <<EOF
 idem.database = 'bench'
 max_connections = 50
 shared_buffers = 256MB
@@ -131,17 +107,9 @@ max_wal_size = 8GB
 checkpoint_timeout = 1h
 autovacuum = off
 EOF
+trap idem_scratch_stop EXIT
 
-stop_server() {
-	as_server_user "$PGCTL" -D "$DATA" -m fast stop >/dev/null 2>&1 || true
-	if [ "$SOCK" != "$BENCH_DIR" ]; then
-		rmdir "$SOCK" 2>/dev/null || true
-	fi
-}
-trap stop_server EXIT
-as_server_user $(pin "$SERVER_CPUS") "$PGCTL" -D "$DATA" -l "$BENCH_DIR/server.log" -w start >/dev/null
-
-export PGHOST=$SOCK PGPORT=$PORT PGUSER=postgres
+export PGHOST=$IDEM_SOCK PGPORT=$IDEM_PORT PGUSER=postgres
 PSQL="$IDEM_BINDIR/psql -X -q -v ON_ERROR_STOP=1"
 PGBENCH=$IDEM_BINDIR/pgbench
 
@@ -233,7 +201,7 @@ fi
 # CPU the server's backends spent: the postmaster's reaped children's user
 # and system time, in clock ticks.  Unlike tps it hardly moves when other
 # work competes for the cores, so the report gives it next to tps.
-PM_PID=$(head -1 "$DATA/postmaster.pid")
+PM_PID=$(head -1 "$IDEM_DATA/postmaster.pid")
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 children_ticks() { awk '{ print $16 + $17 }' "/proc/${1:-$PM_PID}/stat"; }
 # Wait until the backends of the last run have exited and been reaped

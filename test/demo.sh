@@ -31,7 +31,6 @@ CLIENTS=${IDEM_DEMO_CLIENTS:-16}
 TRIES=${IDEM_DEMO_TRIES:-25}
 KEYS=${IDEM_DEMO_KEYS:-20}
 DEMO=$IDEM_BUILD/demo
-DATA=$DEMO/data
 LOG=$DEMO/server.log
 
 die() {
@@ -44,43 +43,22 @@ idem_private_install || die "the build failed"
 BIN=$IDEM_BINDIR
 echo "built; installed privately in $IDEM_PRIVATE"
 
-# A cluster left running by an earlier demo goes first.
-if [ -f "$DATA/postmaster.pid" ]; then
-	as_server_user "$BIN/pg_ctl" -D "$DATA" stop -m fast >/dev/null 2>&1
-fi
-rm -rf "$DEMO"
-as_server_user mkdir -p "$DEMO"
-
-# The socket lives next to the cluster unless that path is too long for a
-# Unix socket; no TCP, so the port only names the socket.
-if [ ${#DEMO} -lt 90 ]; then
-	SOCK=$DEMO
-else
-	SOCK=/tmp
-fi
-PORT=${IDEM_DEMO_PORT:-5493}
-while [ -e "$SOCK/.s.PGSQL.$PORT" ]; do
-	PORT=$((PORT + 1))
-done
-
+# The cluster lives in tmp_check/demo (a cluster an earlier demo left
+# running there goes first), reached through a Unix socket only.
 echo ""
-echo "== a scratch cluster in $DATA (socket $SOCK, port $PORT) =="
-as_server_user "$BIN/initdb" -D "$DATA" -U postgres -A trust -E UTF8 --no-locale -N \
-	>"$DEMO/initdb.log" 2>&1 || { cat "$DEMO/initdb.log"; die "initdb failed"; }
-cat <<EOF | as_server_user tee -a "$DATA/postgresql.conf" >/dev/null
-
-# make demo
-port = $PORT
-listen_addresses = ''
-unix_socket_directories = '$SOCK'
-shared_preload_libraries = 'idem'
+echo "== a scratch cluster in $DEMO/data =="
+idem_scratch_start "$DEMO" "${IDEM_DEMO_PORT:-5493}" <<EOF || die "the cluster did not start"
 idem.database = 'demo'
 max_connections = $((CLIENTS + 20))
 EOF
+DATA=$IDEM_DATA
+SOCK=$IDEM_SOCK
+PORT=$IDEM_PORT
+echo "started (socket $SOCK, port $PORT)"
 
 # Stop the cluster however the demo ends, and say how to get it back.
 stop_cluster() {
-	as_server_user "$BIN/pg_ctl" -D "$DATA" stop -m fast >/dev/null 2>&1 || return
+	idem_scratch_stop || return
 	local who=""
 	[ "$(id -u)" = 0 ] && who="runuser -u postgres -- "
 	echo ""
@@ -88,8 +66,6 @@ stop_cluster() {
 	echo "    ${who}$BIN/pg_ctl -D $DATA -l $LOG start"
 	echo "    ${who}$BIN/psql -h $SOCK -p $PORT -U postgres demo"
 }
-as_server_user "$BIN/pg_ctl" -D "$DATA" -l "$LOG" -w start >/dev/null ||
-	{ tail -n 20 "$LOG"; die "the cluster did not start"; }
 trap stop_cluster EXIT
 
 psql_demo() {

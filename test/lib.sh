@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Shared by test/run.sh, test/demo.sh and bench/run.sh: where things go and
-# how a private copy of the server is made with idem installed into it.
+# Shared by test/run.sh, test/demo.sh, bench/run.sh and bench/purge.sh: where
+# things go, how a private copy of the server is made with idem installed
+# into it, and how a scratch cluster is started on it.
 # Source it; it defines functions and variables, it runs nothing.
 
 IDEM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -97,4 +98,69 @@ idem_run_readable_copy() {
 		rm -rf "$stage"
 	fi
 	exit "$rc"
+}
+
+# A scratch cluster of the demo's or a benchmark's own: a data directory
+# below <dir>, reached through a Unix socket only, with idem preloaded.
+#
+#   idem_scratch_start <dir> <port> [launcher words ...] <extra-settings
+#
+# stops a server an earlier run left in <dir>/data, empties <dir>, runs
+# initdb as the server user, appends the common settings and then those read
+# from standard input to postgresql.conf, and starts the server (through the
+# launcher words, "taskset -c 0" say, if any are given).  It sets IDEM_DATA,
+# IDEM_SOCK (the socket's directory: <dir>, unless that path is too long for
+# a Unix socket, then /tmp) and IDEM_PORT (<port>, or the next one whose
+# socket file is free there).  The server log is <dir>/server.log.
+# Needs IDEM_BINDIR (idem_private_install).  On failure it prints the log's
+# tail and returns non-zero.  The caller stops the server with
+# idem_scratch_stop, from an EXIT trap.
+idem_scratch_start() {
+	local dir=$1 port=$2
+	shift 2
+	IDEM_DATA=$dir/data
+	if [ -f "$IDEM_DATA/postmaster.pid" ]; then
+		as_server_user "$IDEM_BINDIR/pg_ctl" -D "$IDEM_DATA" -m fast stop >/dev/null 2>&1 || true
+	fi
+	rm -rf "$dir"
+	mkdir -p "$dir"
+	# sun_path holds 107 bytes, ".s.PGSQL.<port>.lock" included
+	if [ ${#dir} -le 80 ]; then
+		IDEM_SOCK=$dir
+	else
+		IDEM_SOCK=/tmp
+	fi
+	IDEM_PORT=$port
+	while [ -e "$IDEM_SOCK/.s.PGSQL.$IDEM_PORT" ]; do
+		IDEM_PORT=$((IDEM_PORT + 1))
+	done
+	if [ "$(id -u)" = 0 ]; then
+		chown postgres: "$dir"
+	fi
+	if ! as_server_user "$IDEM_BINDIR/initdb" -D "$IDEM_DATA" -U postgres -A trust \
+		-E UTF8 --no-locale -N >"$dir/initdb.log" 2>&1; then
+		tail -n 20 "$dir/initdb.log" >&2
+		return 1
+	fi
+	{
+		cat <<-EOC
+
+			# scratch cluster (test/lib.sh)
+			port = $IDEM_PORT
+			listen_addresses = ''
+			unix_socket_directories = '$IDEM_SOCK'
+			shared_preload_libraries = 'idem'
+		EOC
+		cat
+	} | as_server_user tee -a "$IDEM_DATA/postgresql.conf" >/dev/null
+	if ! as_server_user "$@" "$IDEM_BINDIR/pg_ctl" -D "$IDEM_DATA" -l "$dir/server.log" \
+		-w start >/dev/null; then
+		tail -n 20 "$dir/server.log" >&2
+		return 1
+	fi
+}
+
+# Stop the scratch cluster of idem_scratch_start; false if it was not running
+idem_scratch_stop() {
+	as_server_user "$IDEM_BINDIR/pg_ctl" -D "$IDEM_DATA" -m fast stop >/dev/null 2>&1
 }
