@@ -39,6 +39,12 @@ BEGIN;
 SELECT status FROM idem_claim('pend-3', '\x03'::bytea);
 SELECT state, attempt, fingerprint, lease_until > now() AS leased, completed_at
 FROM idem_lookup('pend-3');
+-- also when the planner is told to run every query in a parallel worker:
+-- idem_lookup is PARALLEL RESTRICTED, so it runs in the leader, where the
+-- claim is
+SET LOCAL force_parallel_mode = on;
+SELECT state, attempt FROM idem_lookup('pend-3');
+RESET force_parallel_mode;
 SELECT status, attempt FROM idem_claim('pend-3', '\x03'::bytea);
 SELECT status FROM idem_claim('pend-3', '\xff'::bytea);
 -- the second claim needed the row: it is written now, and completes in place

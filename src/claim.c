@@ -16,6 +16,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "access/parallel.h"
 #include "access/xact.h"
 #include "funcapi.h"
 #include "storage/lock.h"
@@ -730,6 +731,18 @@ Datum
 idem_lookup(PG_FUNCTION_ARGS)
 {
 	FuncCallContext *funcctx;
+
+	/*
+	 * The claims this transaction has not written yet are in the leader's
+	 * memory only; 1.2 marks the function PARALLEL RESTRICTED, earlier
+	 * versions let a parallel plan run it in a worker, which would miss them.
+	 */
+	if (IsParallelWorker())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idem_lookup() cannot run in a parallel worker"),
+				 errdetail("A claim whose row is not written yet is known only to the backend that made it."),
+				 errhint("Run ALTER EXTENSION idem UPDATE, which marks idem_lookup() PARALLEL RESTRICTED.")));
 
 	if (SRF_IS_FIRSTCALL())
 	{

@@ -1,6 +1,8 @@
 # Upgrade: ALTER EXTENSION idem UPDATE from 1.0 to 1.1 keeps every row and
-# the token sequence, and adds the operators' view idem_keys_in_progress; a
-# fresh CREATE EXTENSION (1.0 followed by the update script) gives the same
+# the token sequence, and adds the operators' view idem_keys_in_progress;
+# from 1.1 to 1.2 it marks idem_lookup PARALLEL RESTRICTED (under 1.1 a
+# parallel worker refuses to run it rather than miss a pending claim); a
+# fresh CREATE EXTENSION (1.0 followed by the update scripts) gives the same
 # objects; DROP EXTENSION leaves nothing behind in the catalogs.
 use strict;
 use warnings;
@@ -76,9 +78,9 @@ my $webhooks_before = sql('up', $webhooks_q);
 my $seq_before = sql('up', $seq_q);
 my $members_10 = sql('up', $members_q);
 
-sql('up', 'ALTER EXTENSION idem UPDATE');
+sql('up', "ALTER EXTENSION idem UPDATE TO '1.1'");
 is(sql('up', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
-	'1.1', 'ALTER EXTENSION idem UPDATE goes to 1.1');
+	'1.1', "ALTER EXTENSION idem UPDATE TO '1.1' goes to 1.1");
 is(sql('up', $keys_q), $keys_before, 'every key is unchanged by the update');
 is(sql('up', $webhooks_q), $webhooks_before, 'every webhook record is unchanged');
 is(sql('up', $seq_q), $seq_before, 'the token sequence is unchanged');
@@ -112,19 +114,53 @@ is(sql('up', q{SELECT status, attempt FROM idem_claim('u-expired')}),
 is(sql('up', q{SELECT count(*) FROM idem_keys_in_progress WHERE key = 'u-live'}),
 	'0', 'a completed key leaves the view');
 
-# --- a fresh CREATE EXTENSION is 1.0 and the update ---
+# --- 1.1 to 1.2: idem_lookup stays out of parallel workers ---
+
+# A pending claim (no row yet) is in the claiming backend's memory only.
+# Under 1.1 the planner may run idem_lookup in a worker, which refuses.
+my $parallel_lookup = q{
+BEGIN;
+SELECT status FROM idem_claim('u-pending');
+SET LOCAL force_parallel_mode = on;
+SELECT state, attempt FROM idem_lookup('u-pending');
+ROLLBACK;};
+my ($rc, $out, $err) = $node->psql('up', $parallel_lookup);
+like($err, qr/idem_lookup\(\) cannot run in a parallel worker.*\n.*\n.*ALTER EXTENSION idem UPDATE/s,
+	'under 1.1, idem_lookup in a parallel worker is refused, with the update as the hint');
+is(sql('up', "SELECT count(*) FROM idem.keys WHERE key = 'u-pending'"), '0',
+	'and the claim was not written');
+
+my $keys_11 = sql('up', $keys_q);
+sql('up', 'ALTER EXTENSION idem UPDATE');
+is(sql('up', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
+	'1.2', 'ALTER EXTENSION idem UPDATE goes on to 1.2');
+is(sql('up', "SELECT proparallel FROM pg_proc WHERE proname = 'idem_lookup'"),
+	'r', '1.2 marks idem_lookup PARALLEL RESTRICTED');
+is(sql('up', $parallel_lookup), "claimed\nprocessing|1",
+	'under 1.2 the same query runs idem_lookup in the leader and sees the pending claim');
+is(sql('up', $keys_q), $keys_11, 'every key is unchanged by the second update');
+is(sql('up', $webhooks_q), $webhooks_before, 'every webhook record is unchanged by the second update');
+
+# --- a fresh CREATE EXTENSION is 1.0 and the updates ---
 
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 my $fresh_clean_catalog = sql('fresh', $catalog_q);
 sql('fresh', 'CREATE EXTENSION idem');
 is(sql('fresh', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
-	'1.1', 'CREATE EXTENSION installs 1.1 by default');
+	'1.2', 'CREATE EXTENSION installs 1.2 by default');
 is(sql('fresh', $members_q), sql('up', $members_q),
-	'a fresh 1.1 has exactly the objects of an updated 1.0');
+	'a fresh 1.2 has exactly the objects of an updated 1.0');
+is( sql('fresh', q{SELECT string_agg(p.proname || ' ' || p.provolatile::text || p.proparallel::text, ', ' ORDER BY p.proname)
+                   FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
+                   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idem'}),
+	sql('up', q{SELECT string_agg(p.proname || ' ' || p.provolatile::text || p.proparallel::text, ', ' ORDER BY p.proname)
+                FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
+                JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idem'}),
+	'and the same volatility and parallel labels');
 is( sql('fresh', q{SELECT string_agg(path, ', ') FROM pg_extension_update_paths('idem')
-                   WHERE source = '1.0' AND target = '1.1'}),
-	'1.0--1.1', 'the update path is 1.0--1.1');
-is(sql('fresh', q{SELECT status FROM idem_claim('f-1')}), 'claimed', 'claims work in a fresh 1.1');
+                   WHERE source = '1.0' AND target = '1.2'}),
+	'1.0--1.1--1.2', 'the update path is 1.0--1.1--1.2');
+is(sql('fresh', q{SELECT status FROM idem_claim('f-1')}), 'claimed', 'claims work in a fresh 1.2');
 
 # --- DROP EXTENSION removes everything ---
 
