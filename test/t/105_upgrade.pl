@@ -45,6 +45,16 @@ FROM pg_depend
 WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')};
 
+my $version_q = "SELECT extversion FROM pg_extension WHERE extname = 'idem'";
+
+# The extension's functions with their volatility and parallel labels
+my $labels_q = q{
+SELECT string_agg(p.proname || ' ' || p.provolatile::text || p.proparallel::text, ', '
+                  ORDER BY p.proname)
+FROM pg_proc p
+JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idem'};
+
 my $keys_q = q{SELECT scope, key, state, token, attempt, encode(fingerprint, 'hex'),
        lease_until, checkpoint, checkpoint_data, response, created_at,
        completed_at, expires_at
@@ -57,7 +67,7 @@ my $seq_q = 'SELECT last_value, is_called FROM idem.token_seq';
 $node->safe_psql('postgres', 'CREATE DATABASE up');
 my $clean_catalog = sql('up', $catalog_q);
 sql('up', "CREATE EXTENSION idem VERSION '1.0'");
-is(sql('up', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
+is(sql('up', $version_q),
 	'1.0', 'version 1.0 installs when asked for');
 is(sql('up', "SELECT to_regclass('idem_keys_in_progress') IS NULL"),
 	't', '1.0 has no idem_keys_in_progress');
@@ -79,7 +89,7 @@ my $seq_before = sql('up', $seq_q);
 my $members_10 = sql('up', $members_q);
 
 sql('up', "ALTER EXTENSION idem UPDATE TO '1.1'");
-is(sql('up', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
+is(sql('up', $version_q),
 	'1.1', "ALTER EXTENSION idem UPDATE TO '1.1' goes to 1.1");
 is(sql('up', $keys_q), $keys_before, 'every key is unchanged by the update');
 is(sql('up', $webhooks_q), $webhooks_before, 'every webhook record is unchanged');
@@ -132,7 +142,7 @@ is(sql('up', "SELECT count(*) FROM idem.keys WHERE key = 'u-pending'"), '0',
 
 my $keys_11 = sql('up', $keys_q);
 sql('up', 'ALTER EXTENSION idem UPDATE');
-is(sql('up', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
+is(sql('up', $version_q),
 	'1.2', 'ALTER EXTENSION idem UPDATE goes on to 1.2');
 is(sql('up', "SELECT proparallel FROM pg_proc WHERE proname = 'idem_lookup'"),
 	'r', '1.2 marks idem_lookup PARALLEL RESTRICTED');
@@ -146,16 +156,12 @@ is(sql('up', $webhooks_q), $webhooks_before, 'every webhook record is unchanged 
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 my $fresh_clean_catalog = sql('fresh', $catalog_q);
 sql('fresh', 'CREATE EXTENSION idem');
-is(sql('fresh', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
+is(sql('fresh', $version_q),
 	'1.2', 'CREATE EXTENSION installs 1.2 by default');
 is(sql('fresh', $members_q), sql('up', $members_q),
 	'a fresh 1.2 has exactly the objects of an updated 1.0');
-is( sql('fresh', q{SELECT string_agg(p.proname || ' ' || p.provolatile::text || p.proparallel::text, ', ' ORDER BY p.proname)
-                   FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
-                   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idem'}),
-	sql('up', q{SELECT string_agg(p.proname || ' ' || p.provolatile::text || p.proparallel::text, ', ' ORDER BY p.proname)
-                FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid AND d.deptype = 'e'
-                JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idem'}),
+is( sql('fresh', $labels_q),
+	sql('up', $labels_q),
 	'and the same volatility and parallel labels');
 is( sql('fresh', q{SELECT string_agg(path, ', ') FROM pg_extension_update_paths('idem')
                    WHERE source = '1.0' AND target = '1.2'}),
