@@ -136,6 +136,21 @@ COMMIT;
 SELECT count(*) FILTER (WHERE state = 'completed') AS completed, count(*) AS keys
 FROM idem.keys WHERE key LIKE 'many-%';
 
+-- the 16 count the claims a transaction keeps: those of a savepoint that was
+-- released do, those of one rolled back (which gave their locks back) do not
+BEGIN;
+SAVEPOINT a;
+SELECT count(*) AS claimed FROM generate_series(1, 10) g, idem_claim('kept-' || g) c;
+RELEASE a;
+SAVEPOINT b;
+SELECT count(*) AS claimed FROM generate_series(1, 16) g, idem_claim('undone-' || g) c;
+ROLLBACK TO b;
+SELECT key_locks() AS locks_after_rollback;
+SELECT count(*) AS claimed FROM generate_series(1, 10) g, idem_claim('more-' || g) c;
+SELECT key_locks() AS locks_held;
+SELECT count(*) AS written_at_once FROM idem.keys WHERE key LIKE 'more-%';
+ROLLBACK;
+
 -- a prepared transaction's pending claims are written when it is prepared;
 -- its key lock and row stay until COMMIT PREPARED
 BEGIN;

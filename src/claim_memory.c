@@ -37,13 +37,17 @@ typedef struct ClaimEntry
 	ClaimName  *name;			/* hash key: a pointer, hashed by content */
 	IdemClaim	claim;
 	SubTransactionId subid;		/* subtransaction that made the claim */
+	bool		made_pending;	/* took the key lock it keeps (counted) */
 	struct ClaimEntry *replaced;	/* the claim before it, if any */
 } ClaimEntry;
 
 /* Claims of the current transaction; NULL when it has made none */
 static HTAB *claims = NULL;
 
-/* Pending claims made by this transaction: each holds its key lock */
+/*
+ * Pending claims made by this transaction and not rolled back: each holds
+ * its key lock to the end of the transaction, even once its row is written
+ */
 static int	pending_made = 0;
 
 /* Hash a ClaimName pointer by the bytes it points to */
@@ -157,21 +161,35 @@ claim_memory_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			if (entry->subid != mySubid)
 				continue;
 			entry->subid = parentSubid;
-			/* a claim the parent made and this one replaced is gone for good */
+			/*
+			 * A claim the parent made and this one replaced is gone for good;
+			 * a key lock it took is the parent's, as this one's now is.
+			 */
 			if (entry->replaced != NULL && entry->replaced->subid == parentSubid)
+			{
+				entry->made_pending |= entry->replaced->made_pending;
 				entry->replaced = entry->replaced->replaced;
+			}
 			continue;
 		}
+		/* the rollback released the key locks these claims took */
 		while (entry->subid == mySubid && entry->replaced != NULL)
 		{
 			ClaimEntry *before = entry->replaced;
 
+			if (entry->made_pending)
+				pending_made--;
 			entry->claim = before->claim;
 			entry->subid = before->subid;
+			entry->made_pending = before->made_pending;
 			entry->replaced = before->replaced;
 		}
 		if (entry->subid == mySubid)
+		{
+			if (entry->made_pending)
+				pending_made--;
 			hash_search(claims, &entry->name, HASH_REMOVE, NULL);
+		}
 		else
 			claim_memory_note_writes(entry, mySubid, parentSubid, false);
 	}
@@ -232,9 +250,15 @@ idem_claim_memory_add(text *scope, text *key, bool pending)
 
 		*before = *entry;
 		entry->replaced = before;
+		entry->made_pending = pending;
 	}
 	else if (!found)
+	{
 		entry->replaced = NULL;
+		entry->made_pending = pending;
+	}
+	else
+		entry->made_pending |= pending; /* both locks go with this subxact */
 	entry->subid = GetCurrentSubTransactionId();
 	memset(&entry->claim, 0, sizeof(IdemClaim));
 	entry->claim.scope = claim_text_copy(scope);
@@ -279,7 +303,7 @@ idem_claim_memory_written(IdemClaim *claim, ItemPointer tid)
 	claim->tid = *tid;
 }
 
-/* How many pending claims this transaction made (key locks it holds) */
+/* How many key locks this transaction's pending claims hold */
 int
 idem_claim_memory_pending_made(void)
 {
