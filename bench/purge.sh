@@ -38,13 +38,13 @@ log() { echo "bench/purge: $*" >&2; }
 
 log "building idem and installing it privately"
 idem_private_install
+trap 'idem_scratch_stop || true' EXIT
 idem_scratch_start "$DIR" "$PORT" <<EOF
 # the purge runs by hand here, to be timed; the worker stays paused
 idem.purge_interval = 0
 shared_buffers = 512MB
 max_wal_size = 4GB
 EOF
-trap idem_scratch_stop EXIT
 
 PSQL=("$IDEM_BINDIR/psql" -h "$IDEM_SOCK" -p "$IDEM_PORT" -U postgres -X -q -v ON_ERROR_STOP=1 -d postgres)
 PGBENCH=("$IDEM_BINDIR/pgbench" -h "$IDEM_SOCK" -p "$IDEM_PORT" -U postgres -n -M prepared -c "$CLIENTS" -j "$JOBS")

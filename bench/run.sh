@@ -95,10 +95,10 @@ log "building idem and installing it privately"
 idem_private_install
 
 log "creating a cluster in $BENCH_DIR/data"
-# No TCP: the socket lives in a directory of its own, so the port cannot
-# collide with another server.  Autovacuum is off and run.sh vacuums between
-# rounds instead, outside the measured time; checkpoints are kept out of the
-# runs as far as the WAL volume allows.
+# No TCP, a Unix socket only (test/lib.sh).  Autovacuum is off and run.sh
+# vacuums between rounds instead, outside the measured time; checkpoints are
+# kept out of the runs as far as the WAL volume allows.
+trap 'idem_scratch_stop || true' EXIT
 idem_scratch_start "$BENCH_DIR" "$PORT" $(pin "$SERVER_CPUS") <<EOF
 idem.database = 'bench'
 max_connections = 50
@@ -107,7 +107,6 @@ max_wal_size = 8GB
 checkpoint_timeout = 1h
 autovacuum = off
 EOF
-trap idem_scratch_stop EXIT
 
 export PGHOST=$IDEM_SOCK PGPORT=$IDEM_PORT PGUSER=postgres
 PSQL="$IDEM_BINDIR/psql -X -q -v ON_ERROR_STOP=1"

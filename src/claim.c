@@ -742,7 +742,7 @@ idem_lookup(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("idem_lookup() cannot run in a parallel worker"),
 				 errdetail("A claim whose row is not written yet is known only to the backend that made it."),
-				 errhint("Run ALTER EXTENSION idem UPDATE, which marks idem_lookup() PARALLEL RESTRICTED.")));
+				 errhint("Under idem 1.0 or 1.1, run ALTER EXTENSION idem UPDATE, which marks idem_lookup() PARALLEL RESTRICTED; a function that calls it must not be PARALLEL SAFE either.")));
 
 	if (SRF_IS_FIRSTCALL())
 	{

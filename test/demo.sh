@@ -43,6 +43,18 @@ idem_private_install || die "the build failed"
 BIN=$IDEM_BINDIR
 echo "built; installed privately in $IDEM_PRIVATE"
 
+# Stop the cluster however the demo ends, and say how to get it back.
+stop_cluster() {
+	idem_scratch_stop || return
+	local who=""
+	[ "$(id -u)" = 0 ] && who="runuser -u postgres -- "
+	echo ""
+	echo "The demo cluster is stopped. To start it again and look around:"
+	echo "    ${who}$BIN/pg_ctl -D $IDEM_DATA -l $LOG start"
+	echo "    ${who}$BIN/psql -h $IDEM_SOCK -p $IDEM_PORT -U postgres demo"
+}
+trap stop_cluster EXIT
+
 # The cluster lives in tmp_check/demo (a cluster an earlier demo left
 # running there goes first), reached through a Unix socket only.
 echo ""
@@ -51,22 +63,9 @@ idem_scratch_start "$DEMO" "${IDEM_DEMO_PORT:-5493}" <<EOF || die "the cluster d
 idem.database = 'demo'
 max_connections = $((CLIENTS + 20))
 EOF
-DATA=$IDEM_DATA
 SOCK=$IDEM_SOCK
 PORT=$IDEM_PORT
 echo "started (socket $SOCK, port $PORT)"
-
-# Stop the cluster however the demo ends, and say how to get it back.
-stop_cluster() {
-	idem_scratch_stop || return
-	local who=""
-	[ "$(id -u)" = 0 ] && who="runuser -u postgres -- "
-	echo ""
-	echo "The demo cluster is stopped. To start it again and look around:"
-	echo "    ${who}$BIN/pg_ctl -D $DATA -l $LOG start"
-	echo "    ${who}$BIN/psql -h $SOCK -p $PORT -U postgres demo"
-}
-trap stop_cluster EXIT
 
 psql_demo() {
 	as_server_user "$BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$SOCK" -p "$PORT" -U postgres "$@"

@@ -114,7 +114,8 @@ idem_run_readable_copy() {
 # socket file is free there).  The server log is <dir>/server.log.
 # Needs IDEM_BINDIR (idem_private_install).  On failure it prints the log's
 # tail and returns non-zero.  The caller stops the server with
-# idem_scratch_stop, from an EXIT trap.
+# idem_scratch_stop, from an EXIT trap set before the start (a start that
+# times out may leave a server running).
 idem_scratch_start() {
 	local dir=$1 port=$2
 	shift 2
@@ -161,6 +162,8 @@ idem_scratch_start() {
 }
 
 # Stop the scratch cluster of idem_scratch_start; false if it was not running
+# (or not even created yet: the EXIT trap may be set before the start)
 idem_scratch_stop() {
+	[ -n "${IDEM_DATA:-}" ] || return 1
 	as_server_user "$IDEM_BINDIR/pg_ctl" -D "$IDEM_DATA" -m fast stop >/dev/null 2>&1
 }
