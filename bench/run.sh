@@ -401,7 +401,8 @@ round_ratios() {
 			'BEGIN { if (x + cx > 0 && y + cy > 0) printf "%.2f", (y + cy) / (x + cx) }')
 		verdict=
 		if [ "$target" != "-" ]; then
-			if awk -v q="$q" -v t="$target" 'BEGIN { exit !(q >= t) }'; then
+			# judged on the ratio itself, not on its two-decimal rounding
+			if awk -v x="$ma" -v y="$mb" -v t="$target" 'BEGIN { exit !(x / y >= t) }'; then
 				verdict="≥ $target: met"
 			else
 				verdict="≥ $target: missed"
