@@ -134,15 +134,40 @@ CREATE FUNCTION pg_temp.deliver(payload text) RETURNS text LANGUAGE sql AS $$
 $$;
 
 --
--- Five deliveries of one event: applied once, then duplicates
+-- Five deliveries of one event, each in its own transaction (as the provider
+-- retries): applied once, then duplicates
 --
 SELECT pg_temp.event('evt_regress_paid_42', 'payment_intent.succeeded', 42) AS paid_42 \gset
-SELECT n AS delivery, pg_temp.deliver(:'paid_42') AS answer FROM generate_series(1, 5) AS n;
+SELECT format('SELECT %s AS delivery, pg_temp.deliver(%L) AS answer', n, :'paid_42')
+FROM generate_series(1, 5) AS n \gexec
 SELECT id, status, paid_at IS NOT NULL AS has_paid_at FROM orders WHERE id = 42;
 -- the order became paid once
 SELECT status, count(*) AS changes FROM order_log WHERE order_id = 42 GROUP BY status;
 -- and the delivery is recorded once
 SELECT source, event_id FROM idem.webhooks WHERE event_id = 'evt_regress_paid_42';
+
+-- The recipe's conditional UPDATE would by itself stop a second payment of
+-- order 42.  A handler that books money has no such guard: each time it
+-- runs it adds a payment.  Five deliveries of its event, each in its own
+-- transaction, book one payment, because idem_webhook lets only the first
+-- through.
+CREATE TABLE order_payments (order_id bigint NOT NULL, amount numeric NOT NULL, event_id text NOT NULL);
+CREATE FUNCTION pg_temp.book_payment(payload text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    event jsonb := payload::jsonb;
+BEGIN
+    IF NOT idem_webhook('stripe', event->>'id') THEN
+        RETURN 'duplicate';
+    END IF;
+    INSERT INTO order_payments
+    SELECT id, amount, event->>'id' FROM orders
+    WHERE id = (event #>> '{data,object,metadata,order_id}')::bigint;
+    RETURN 'booked';
+END $$;
+SELECT pg_temp.event('evt_regress_booked_43', 'payment_intent.succeeded', 43) AS booked_43 \gset
+SELECT format('SELECT %s AS delivery, pg_temp.book_payment(%L) AS answer', n, :'booked_43')
+FROM generate_series(1, 5) AS n \gexec
+SELECT order_id, count(*) AS payments, sum(amount) AS booked FROM order_payments GROUP BY order_id;
 
 -- a forged delivery (wrong secret) is refused and records nothing
 SELECT pg_temp.event('evt_regress_forged', 'charge.refunded', 42) AS forged \gset

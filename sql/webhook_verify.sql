@@ -233,13 +233,18 @@ SELECT idem_webhook_verify('standard', :'std_secret', :'std_payload',
        NULL) AS standard_name_twice;
 
 -- Standard Webhooks headers of many shapes.  The first two are valid (spaces
--- around values and between entries are skipped); all the others are false,
--- and none is an error.
+-- around and between signature entries are skipped); all the others are
+-- false, and none is an error.  The id and the timestamp are signed as sent:
+-- a padded copy of either does not verify, so that a captured delivery
+-- cannot pass again under a new dedup key (headers->>'webhook-id').
 SELECT label, idem_webhook_verify('standard', :'std_secret', :'std_payload',
                                   pg_temp.std_h(id, ts, sig), NULL) AS verified
 FROM (VALUES
   ('valid',                    :'std_id', :'std_ts', 'v1,' || :'std_sig'),
-  ('extra spaces',             :'std_id', ' ' || :'std_ts' || ' ', '  v1,' || :'std_sig' || '   v1a,x  '),
+  ('spaces around signatures', :'std_id', :'std_ts', '  v1,' || :'std_sig' || '   v1a,x  '),
+  ('id padded with a space',   ' ' || :'std_id', :'std_ts', 'v1,' || :'std_sig'),
+  ('id padded with a tab',     :'std_id' || E'\t', :'std_ts', 'v1,' || :'std_sig'),
+  ('timestamp padded',         :'std_id', ' ' || :'std_ts' || ' ', 'v1,' || :'std_sig'),
   ('empty signature',          :'std_id', :'std_ts', ''),
   ('only spaces',              :'std_id', :'std_ts', '    '),
   ('v1, alone',                :'std_id', :'std_ts', 'v1,'),
@@ -348,6 +353,8 @@ SELECT q, pg_temp.err(q) FROM (VALUES
   ($$SELECT idem_webhook_verify('standard', 'whsec_', 'p', '{}')$$),
   ($$SELECT idem_webhook_verify('standard', 'whsec_not base64!', 'p', '{}')$$),
   ($$SELECT idem_webhook_verify('standard', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS', 'p', '{}')$$),
+  ($$SELECT idem_webhook_verify('standard', 'whsec_QQ==QUFB', 'p', '{}')$$),
+  ($$SELECT idem_webhook_verify('standard', 'whsec_QR==', 'p', '{}')$$),
   ($$SELECT idem_webhook_verify('standard', E'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n', 'p', '{}')$$),
   ($$SELECT idem_webhook_verify('standard', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', NULL, NULL, '-1 second')$$),
   ($$SELECT idem_webhook_verify('stripe', 'whsec_x', 'p', '{}', '1 day -25 hours')$$),

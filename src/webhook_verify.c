@@ -142,7 +142,11 @@ split_pair(Slice item, char sep, Slice *name, Slice *value)
  * Find a header by case-insensitive name in a jsonb object of
  * name -> string.  A non-object, a missing name, a non-string value or a
  * name present twice (in different cases) all count as missing: a request
- * whose headers are ambiguous is not one to trust.
+ * whose headers are ambiguous is not one to trust.  The value is taken as
+ * it is, not trimmed: webhook-id and webhook-timestamp are signed as sent,
+ * and the id the caller dedups on must be the very one that was signed (a
+ * padded copy of a captured delivery would otherwise verify under a new
+ * dedup key).  The signature lists trim their own entries.
  */
 static bool
 find_header(Jsonb *headers, const char *name, Slice *value)
@@ -178,7 +182,6 @@ find_header(Jsonb *headers, const char *name, Slice *value)
 	}
 	if (found != 1 || !is_string)
 		return false;
-	*value = trim_ows(*value);
 	return true;
 }
 
@@ -497,6 +500,27 @@ verify_standard(const uint8 *key, size_t keylen, Slice payload,
 }
 
 /*
+ * Is text exactly the padded standard base64 of the bytes it decoded to?
+ * pg_b64_decode accepts more than that (data after the padding, stray
+ * low bits in the last character), and a secret mangled that way must fail
+ * on the first call, not make every delivery's signature mismatch.
+ */
+static bool
+base64_is_canonical(const char *bytes, int len, Slice text)
+{
+	int			encmax = pg_b64_enc_len(len);
+	char	   *again = palloc(encmax);
+	int			enclen = pg_b64_encode(bytes, len, again, encmax);
+	bool		same = (enclen >= 0 && (size_t) enclen == text.len &&
+						memcmp(again, text.data, text.len) == 0);
+
+	/* the encoding is the secret itself */
+	explicit_bzero(again, encmax);
+	pfree(again);
+	return same;
+}
+
+/*
  * The key of a Standard Webhooks secret: "whsec_" (optional) then base64.
  * A secret that does not decode is the application's configuration error,
  * not the request's fault, so it is an error rather than false.  Returns a
@@ -522,6 +546,8 @@ standard_secret_key(Slice secret, size_t *keylen)
 		key = palloc(keymax);
 		len = pg_b64_decode(secret.data, (int) secret.len, (char *) key, keymax);
 	}
+	if (len > 0 && !base64_is_canonical((char *) key, len, secret))
+		len = -1;
 	if (len <= 0)
 	{
 		/* a partial decode may have left key bytes behind */
