@@ -345,6 +345,16 @@ round_ratios() {
 		}' "$RAW"
 }
 
+# A warning when a round of a or b ran below 0.8 of that variant's median:
+# something else took the CPU then, and the ratio of the medians may be off
+# by more than the difference measured.  The CPU per transaction is the
+# better guide in such a run (time the backends did not run is not in it).
+noise_note() {
+	awk -v a="$1" -v b="$2" '
+		($1 == a || $1 == b) && $2 > 0 && $3 / $2 < 0.8 { low = 1 }
+		END { if (low) printf " (noisy: a round ran below 0.8 of its median; compare the CPU figures, or run again)" }' <<<"$TPS"
+}
+
 {
 	echo "# idem benchmark results"
 	echo
@@ -407,6 +417,7 @@ round_ratios() {
 			else
 				verdict="≥ $target: missed"
 			fi
+			verdict+=$(noise_note "$a" "$b")
 		fi
 		echo "| $a / $b | $q | $(round_ratios "$a" "$b") | ${cq:-} | ${tq:-} | ${verdict:--} |"
 	done <<-EOF
