@@ -19,9 +19,6 @@ PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers $(if $(CI),-Werror)
 EXTRA_CLEAN = tmp_check results regression.diffs regression.out output_iso
 
-# PGXS tracks no header dependencies: every object depends on every header.
-$(OBJS): $(wildcard src/*.h)
-
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 ifeq ($(PGXS),)
 # No server headers yet: only the set-up targets below can run.
@@ -30,6 +27,15 @@ all install installcheck:
 else
 include $(PGXS)
 endif
+
+# After PGXS, so that its "all" stays the default goal.  PGXS tracks no
+# header dependencies: every object depends on every header.
+$(OBJS): $(wildcard src/*.h)
+
+# pg_regress makes its --temp-instance directories, but not their parent.
+installcheck: | tmp_check
+tmp_check:
+	@mkdir -p $@
 
 # deps: install the packages that are missing; test: every test against
 # scratch servers (CI=1 makes warnings errors); demo: see README.md.

@@ -18,7 +18,7 @@ END $$;
 -- idem_canonical
 ------------------------------------------------------------------------
 
--- The contract's example: spacing, key order and 100.00 vs 100 vanish.
+-- The documented example: spacing, key order and 100.00 vs 100 vanish.
 SELECT idem_canonical('{"amount": 100.00, "currency": "USD"}') AS a,
        idem_canonical('{"currency":"USD","amount":100}') AS b;
 

@@ -96,7 +96,7 @@ $$;
 
 -- The NULL sweep: every function of the extension that takes arguments is
 -- called once with valid values, and once more for each argument with NULL
--- there.  A NULL where the contract forbids it must be 22004; elsewhere it
+-- there.  A NULL where the interface forbids it must be 22004; elsewhere it
 -- takes the default or gives a result (never an internal error).
 CREATE FUNCTION hostile.add_null_cases(first_id integer) RETURNS integer
 LANGUAGE plpgsql AS $$
