@@ -259,6 +259,28 @@ decode_hex_mac(Slice s, uint8 *mac)
 }
 
 /*
+ * Is text exactly the padded standard base64 of the bytes it decoded to?
+ * pg_b64_decode accepts more than that (data after the padding, stray low
+ * bits in the last character): a signature has one accepted spelling, and
+ * a secret mangled that way fails on the first call instead of making every
+ * delivery's signature mismatch.
+ */
+static bool
+base64_is_canonical(const char *bytes, int len, Slice text)
+{
+	int			encmax = pg_b64_enc_len(len);
+	char	   *again = palloc(encmax);
+	int			enclen = pg_b64_encode(bytes, len, again, encmax);
+	bool		same = (enclen >= 0 && (size_t) enclen == text.len &&
+						memcmp(again, text.data, text.len) == 0);
+
+	/* the text may be a secret */
+	explicit_bzero(again, encmax);
+	pfree(again);
+	return same;
+}
+
+/*
  * Exactly the canonical padded base64 of 32 bytes into a MAC.  Base64 lets
  * the unused low bits of the last character vary; re-encoding rejects such
  * variants, so one MAC has one accepted spelling, as with the string
@@ -268,14 +290,11 @@ static bool
 decode_b64_mac(Slice s, uint8 *mac)
 {
 	char		buf[MAC_LEN + 3];
-	char		again[MAC_B64_LEN + 4];
 
 	if (s.len != MAC_B64_LEN)
 		return false;
-	if (pg_b64_decode(s.data, (int) s.len, buf, sizeof(buf)) != MAC_LEN)
-		return false;
-	if (pg_b64_encode(buf, MAC_LEN, again, sizeof(again)) != MAC_B64_LEN ||
-		memcmp(again, s.data, MAC_B64_LEN) != 0)
+	if (pg_b64_decode(s.data, (int) s.len, buf, sizeof(buf)) != MAC_LEN ||
+		!base64_is_canonical(buf, MAC_LEN, s))
 		return false;
 	memcpy(mac, buf, MAC_LEN);
 	return true;
@@ -497,27 +516,6 @@ verify_standard(const uint8 *key, size_t keylen, Slice payload,
 	}
 	explicit_bzero(expected, sizeof(expected));
 	return matched;
-}
-
-/*
- * Is text exactly the padded standard base64 of the bytes it decoded to?
- * pg_b64_decode accepts more than that (data after the padding, stray
- * low bits in the last character), and a secret mangled that way must fail
- * on the first call, not make every delivery's signature mismatch.
- */
-static bool
-base64_is_canonical(const char *bytes, int len, Slice text)
-{
-	int			encmax = pg_b64_enc_len(len);
-	char	   *again = palloc(encmax);
-	int			enclen = pg_b64_encode(bytes, len, again, encmax);
-	bool		same = (enclen >= 0 && (size_t) enclen == text.len &&
-						memcmp(again, text.data, text.len) == 0);
-
-	/* the encoding is the secret itself */
-	explicit_bzero(again, encmax);
-	pfree(again);
-	return same;
 }
 
 /*
