@@ -16,8 +16,16 @@ ISOLATION_OPTS = --inputdir=./test --outputdir=./tmp_check/isolation_out \
 
 PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -I$(srcdir)/src
+# IDEM_ASSERT=1 (make test sets it) turns idem's own Assert()s on, against a
+# server built without them.  src/.flavour names the flavour asked for; it
+# is rewritten (and so newer than every object) only when that changes.
+FLAVOUR := $(if $(IDEM_ASSERT),assert,release)
+$(shell test "$$(cat src/.flavour 2>/dev/null)" = "$(FLAVOUR)" || echo "$(FLAVOUR)" >src/.flavour)
+ifdef IDEM_ASSERT
+PG_CPPFLAGS += -DUSE_ASSERT_CHECKING
+endif
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers $(if $(CI),-Werror)
-EXTRA_CLEAN = tmp_check results regression.diffs regression.out output_iso
+EXTRA_CLEAN = tmp_check results regression.diffs regression.out output_iso src/.flavour
 
 PGXS := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 ifeq ($(PGXS),)
@@ -29,8 +37,9 @@ include $(PGXS)
 endif
 
 # After PGXS, so that its "all" stays the default goal.  PGXS tracks no
-# header dependencies: every object depends on every header.
-$(OBJS): $(wildcard src/*.h)
+# header dependencies: every object depends on every header, and on the
+# flavour.
+$(OBJS) $(OBJS:.o=.bc): $(wildcard src/*.h) src/.flavour
 
 # pg_regress makes its --temp-instance directories, but not their parent.
 installcheck: | tmp_check

@@ -155,6 +155,9 @@ run_tap() {
 }
 
 # Build and install into the private tree; a broken build is one failure.
+# The tests run idem with its own assertions on (USE_ASSERT_CHECKING): the
+# pending-claim protocol of src/claim_memory.c is checked at every call.
+export IDEM_ASSERT=1
 echo "== build =="
 if [ -n "${CI:-}" ]; then
 	# From scratch, so that every file is compiled with -Werror.
@@ -166,7 +169,7 @@ if ! idem_private_install; then
 	finish
 fi
 PGXS_SRC=$(dirname "$("$PG_CONFIG" --pgxs)")/..
-echo "built; installed privately in $IDEM_PRIVATE"
+echo "built with assertions; installed privately in $IDEM_PRIVATE"
 
 mapfile -t regress < <(for f in sql/*.sql; do [ -f "$f" ] && basename "$f" .sql; done | sort)
 mapfile -t specs < <(for f in test/specs/*.spec; do [ -f "$f" ] && basename "$f" .spec; done | sort)
