@@ -161,6 +161,45 @@ COMMIT PREPARED 'pend_11';
 SELECT state FROM idem.keys WHERE key = 'pend-11';
 SELECT status FROM idem_claim('pend-11', nowait => true);
 
+-- A claim's key lock belongs to the subtransaction that made the claim,
+-- never to the cursor whose FETCH ran the call (claim_memory.c): a FETCH in a
+-- savepoint that is rolled back loses claim and lock together; a claim made
+-- before the savepoint keeps its lock when a later FETCH fails in it.
+BEGIN;
+DECLARE cur CURSOR FOR
+    SELECT g, (SELECT status FROM idem_claim('pend-cur-' || g)) AS status, 1 / (g - 3) AS boom
+    FROM generate_series(1, 3) g;
+SAVEPOINT a;
+FETCH 1 FROM cur;
+SELECT key_locks() AS locks_in_savepoint;
+ROLLBACK TO SAVEPOINT a;
+SELECT key_locks() AS locks_after_rollback, count(*) AS lookups
+FROM idem_lookup('pend-cur-1');
+FETCH 1 FROM cur;
+SAVEPOINT b;
+FETCH 1 FROM cur;
+ROLLBACK TO SAVEPOINT b;
+SELECT key_locks() AS locks_after_failed_fetch;
+CLOSE cur;
+SELECT key_locks() AS locks_after_close;
+SELECT idem_complete('pend-cur-2', '"done"');
+COMMIT;
+SELECT key, state FROM idem.keys WHERE key LIKE 'pend-cur-%' ORDER BY key;
+
+-- TRUNCATE in a transaction that wrote claims: those rows are gone, and
+-- completing one is "no claim", not a read of a block the new file lacks;
+-- a claim still pending has its row written afterwards.
+BEGIN;
+SELECT count(*) AS claimed FROM generate_series(1, 20) g,
+    idem_claim('pend-trunc-' || lpad(g::text, 2, '0')) c WHERE c.status = 'claimed';
+TRUNCATE idem.keys;
+SAVEPOINT a;
+SELECT idem_complete('pend-trunc-20', '"x"');
+ROLLBACK TO SAVEPOINT a;
+SELECT idem_complete('pend-trunc-01', '"x"');
+SELECT key, state FROM idem.keys ORDER BY key;
+ROLLBACK;
+
 DROP FUNCTION key_locks();
 
 -- a transaction that drops idem after a claim has nowhere to write it: it
@@ -172,3 +211,17 @@ COMMIT;
 SELECT count(*) AS idem_schemas FROM pg_namespace WHERE nspname = 'idem';
 CREATE EXTENSION idem;
 SELECT count(*) AS rows_of_pend_12 FROM idem.keys WHERE key = 'pend-12';
+
+-- A transaction that drops idem and creates it again does not write its
+-- earlier claims into the new table (with tokens of the old sequence), and
+-- cannot complete them there; tokens are never given twice.
+BEGIN;
+SELECT status, token > 0 AS has_token FROM idem_claim('pend-14');
+DROP EXTENSION idem;
+CREATE EXTENSION idem;
+SAVEPOINT a;
+SELECT idem_complete('pend-14', '"x"');
+ROLLBACK TO SAVEPOINT a;
+COMMIT;
+SELECT count(*) AS rows_of_pend_14 FROM idem.keys WHERE key = 'pend-14';
+SELECT status, token FROM idem_claim('pend-15');

@@ -12,6 +12,10 @@
  * A row past its expires_at counts as absent.  Every attempt gets a new
  * fencing token, so the worker of an earlier attempt can no longer finish,
  * fail or checkpoint the key.
+ *
+ * A claim of a key that has no row is pending: it holds the key lock and
+ * writes its row later.  Which lock, under which resource owner, and what a
+ * rollback undoes is the protocol stated at the top of claim_memory.c.
  */
 #include "postgres.h"
 
@@ -158,57 +162,16 @@ claim_result(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 }
 
 /*
- * The row of a new claim of a key that has no live row: a pending claim's,
- * or one written at once.
- */
-static void
-claim_fresh_values(IdemClaim *claim, Datum *values, bool *nulls)
-{
-	memset(nulls, true, sizeof(bool) * KEYS_NATTS);
-	values[KEYS_SCOPE] = PointerGetDatum(claim->scope);
-	values[KEYS_KEY] = PointerGetDatum(claim->key);
-	values[KEYS_STATE] = CStringGetTextDatum("processing");
-	values[KEYS_TOKEN] = Int64GetDatum(claim->token);
-	values[KEYS_ATTEMPT] = Int32GetDatum(1);
-	values[KEYS_LEASE_UNTIL] = TimestampTzGetDatum(claim->lease_until);
-	values[KEYS_CREATED_AT] = TimestampTzGetDatum(claim->created_at);
-	values[KEYS_EXPIRES_AT] = TimestampTzGetDatum(claim->expires_at);
-	nulls[KEYS_SCOPE] = nulls[KEYS_KEY] = nulls[KEYS_STATE] = false;
-	nulls[KEYS_TOKEN] = nulls[KEYS_ATTEMPT] = nulls[KEYS_LEASE_UNTIL] = false;
-	nulls[KEYS_CREATED_AT] = nulls[KEYS_EXPIRES_AT] = false;
-	if (claim->fingerprint != NULL)
-	{
-		values[KEYS_FINGERPRINT] = PointerGetDatum(claim->fingerprint);
-		nulls[KEYS_FINGERPRINT] = false;
-	}
-}
-
-/*
  * Let st hold a pending claim's row, built in values and nulls, as if it
  * had been read: the calls that need the row use it without writing it.
  */
 static void
 claim_pending_as_found(IdemStore *st, IdemClaim *claim, Datum *values, bool *nulls)
 {
-	claim_fresh_values(claim, values, nulls);
+	idem_claim_memory_row(claim, values, nulls);
 	st->values = values;
 	st->nulls = nulls;
 	st->found = st->own = true;
-}
-
-/* Write the row of a pending claim of this transaction, now */
-void
-idem_claim_write_pending(IdemClaim *claim)
-{
-	Datum		values[KEYS_NATTS];
-	bool		nulls[KEYS_NATTS];
-	IdemStore	st;
-
-	idem_store_open(&st, IDEM_KEYS, true);
-	claim_fresh_values(claim, values, nulls);
-	idem_store_insert(&st, values, nulls);
-	idem_claim_memory_written(claim, &st.written);
-	idem_store_close(&st);
 }
 
 /*
@@ -240,7 +203,7 @@ claim_fresh(IdemStore *st, IdemFetch fetched, text *scope, text *key,
 	claim->expires_at = Max(expires_at, lease_until);
 	MemoryContextSwitchTo(oldcontext);
 
-	claim_fresh_values(claim, values, nulls);
+	idem_claim_memory_row(claim, values, nulls);
 	if (pending)
 		return true;
 	/* a row that expired is replaced in place */
@@ -248,7 +211,7 @@ claim_fresh(IdemStore *st, IdemFetch fetched, text *scope, text *key,
 		idem_store_update(st, values, nulls);
 	else
 		idem_store_insert(st, values, nulls);
-	idem_claim_memory_written(claim, &st->written);
+	idem_claim_memory_written(claim, st);
 	return false;
 }
 
@@ -288,7 +251,7 @@ claim_next_attempt(IdemStore *st, text *scope, text *key, bytea *fp,
 
 	claim = idem_claim_memory_add(scope, key, false);
 	claim->token = token;
-	idem_claim_memory_written(claim, &st->written);
+	idem_claim_memory_written(claim, st);
 }
 
 /* Fill idem_claim's result for a claim, from the row it wrote or will write */
@@ -416,7 +379,7 @@ idem_claim(PG_FUNCTION_ARGS)
 	/* a claim this transaction made and has not written: the read needs it */
 	mine = idem_claim_memory_find(scope, key);
 	if (mine != NULL && mine->pending)
-		idem_claim_write_pending(mine);
+		idem_claim_memory_write(mine);
 
 	idem_store_open(&st, IDEM_KEYS, true);
 	locked = idem_store_lock(IDEM_KEYS, scope, key, true);
@@ -530,7 +493,8 @@ finish_recall_claim(FinishArgs *args)
 static bool
 finish_own_claim(IdemStore *st, FinishArgs *args)
 {
-	if (args->claim == NULL || !idem_store_fetch_own(st, &args->claim->tid))
+	if (args->claim == NULL ||
+		!idem_store_fetch_own(st, &args->claim->tid, args->claim->filenode))
 		return false;
 	if (DatumGetInt64(st->values[KEYS_TOKEN]) == args->token &&
 		column_equals(st, KEYS_KEY, args->key) &&
@@ -672,7 +636,7 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 	else
 		idem_store_update(&st, values, nulls);
 	if (args->claim != NULL)
-		idem_claim_memory_written(args->claim, &st.written);
+		idem_claim_memory_written(args->claim, &st);
 	idem_store_close(&st);
 	if (locked)
 		idem_store_unlock(IDEM_KEYS, scope, key);

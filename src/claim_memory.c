@@ -1,30 +1,84 @@
 /*
  * claim_memory.c
- *		What this backend remembers of the claims its current transaction made.
+ *		What this backend remembers of the claims its current transaction
+ *		made, and the protocol of pending claims, which this file owns.
  *
  * idem_complete, idem_fail and idem_checkpoint without a token are allowed
- * only in the transaction that made the claim: this is how a call knows.  A
- * claim made in a subtransaction that rolls back is forgotten with it, and
- * if it had replaced a claim of the same key made before the savepoint, that
- * one is remembered again, as the row itself is back to it.
+ * only in the transaction that made the claim: the memory is how a call
+ * knows.  A claim made in a subtransaction that rolls back is forgotten with
+ * it, and if it had replaced a claim of the same key made before the
+ * savepoint, that one is remembered again, as the row itself is back to it.
  *
- * A pending claim (a key that had no row, see claim.c) keeps here what its
- * row will hold until the row is written: by the call that finishes the
- * claim, by another call that needs the row, or just before the transaction
- * commits.  If the subtransaction that wrote it rolls back, it is pending
- * again.
+ * The pending-claim protocol
+ * --------------------------
+ * A claim of a key that has no row writes none (claim.c): it is "pending".
+ * This memory keeps what its row will hold, and its key lock stands in for
+ * the row a second claimer would otherwise wait on.  Five rules keep exactly
+ * one claimer per live attempt:
+ *
+ * 1. The lock.  Each key lock is an ExclusiveLock on an advisory tag of the
+ *    key (store.c), taken under CurTransactionResourceOwner: the resource
+ *    owner of the subtransaction that is current when the call runs, never
+ *    the owner of the portal (a cursor's FETCH), SPI call or PL/pgSQL block
+ *    the call happens to run under.  A pending claim keeps its lock to the
+ *    end of the transaction, also once its row is written; every other call
+ *    releases the lock it took before it returns.
+ *
+ * 2. The owner and the memory move together.  A claim is recorded with the
+ *    subtransaction that made it (ClaimEntry.subid), the one whose resource
+ *    owner holds its lock:
+ *    - subtransaction commit (RELEASE, an exception block left without an
+ *      error): the owner hands its locks to the parent's, and
+ *      claim_memory_subxact_callback makes the claims the parent's;
+ *    - subtransaction abort (ROLLBACK TO, an error an exception block
+ *      catches): the owner releases its locks, and the callback forgets its
+ *      claims, so a claim rolled back with its savepoint is gone, lock
+ *      included;
+ *    - portal abort or drop (a FETCH that fails, CLOSE, the end of a
+ *      statement): releases the portal's own resources only, which never
+ *      hold a key lock, so a claim outlives the cursor that made it exactly
+ *      as it outlives the statement;
+ *    - transaction end: before commit (or PREPARE), the rows of the claims
+ *      still pending are written, as processing with their lease; the
+ *      top-level owner releases the locks after the commit is visible to
+ *      others, so a claimer that waited on a lock reads the row.  An abort
+ *      releases the locks and writes nothing; the memory goes either way.
+ *
+ * 3. The row.  A pending claim's row is written once: by the call that
+ *    finishes the claim (in its final state), by another call that must read
+ *    the key (idem_claim of the same key), or before commit.  The
+ *    subtransaction current then is noted (IdemClaim.written_by); if it rolls
+ *    back, the row is gone and the claim is pending again.  Its lock stays:
+ *    it belongs to the claim's own subtransaction, that one or an ancestor.
+ *
+ * 4. The limit.  At most IDEM_MAX_PENDING_CLAIMS (claim.c) claims of a
+ *    transaction are made pending (pending_made counts those not rolled
+ *    back); beyond, a claim writes its row at once and releases its lock,
+ *    and the row's uncommitted xmin makes a second claimer wait instead.
+ *
+ * 5. The table.  A claim is remembered together with the OID of the
+ *    idem.keys it was made on.  If the transaction drops idem (and perhaps
+ *    creates it again), those claims are neither found nor written: their
+ *    rows would have gone with the table, and the new table's tokens come
+ *    from a new sequence.
+ *
+ * claim_memory_check() asserts rules 1, 2 and 4 in builds with assertions.
  */
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "common/hashfn.h"
+#include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
 #include "idem.h"
+#include "store.h"
 
-/* The name of a claim: scope, a zero byte, key (text holds no zero byte) */
+/*
+ * The name of a claim: the OID of the idem.keys it was made on, then scope,
+ * a zero byte and key (text holds no zero byte)
+ */
 typedef struct ClaimName
 {
 	uint32		len;
@@ -71,25 +125,124 @@ claim_name_match(const void *key1, const void *key2, Size keysize)
 	return memcmp(a->data, b->data, a->len);
 }
 
-/* The name of (scope, key), allocated in the current memory context */
+/*
+ * The name of (scope, key) on the idem.keys there is now, allocated in the
+ * current memory context
+ */
 static ClaimName *
 claim_name(text *scope, text *key)
 {
+	Oid			table = idem_store_table_oid(IDEM_KEYS);
 	Size		slen = VARSIZE_ANY_EXHDR(scope);
 	Size		klen = VARSIZE_ANY_EXHDR(key);
-	ClaimName  *name = palloc(offsetof(ClaimName, data) + slen + 1 + klen);
+	ClaimName  *name = palloc(offsetof(ClaimName, data) + sizeof(Oid) + slen + 1 + klen);
+	char	   *p = name->data;
 
-	name->len = slen + 1 + klen;
-	memcpy(name->data, VARDATA_ANY(scope), slen);
-	name->data[slen] = '\0';
-	memcpy(name->data + slen + 1, VARDATA_ANY(key), klen);
+	name->len = sizeof(Oid) + slen + 1 + klen;
+	memcpy(p, &table, sizeof(Oid));
+	p += sizeof(Oid);
+	memcpy(p, VARDATA_ANY(scope), slen);
+	p[slen] = '\0';
+	memcpy(p + slen + 1, VARDATA_ANY(key), klen);
 	return name;
+}
+
+/* Was the claim of this entry made on the idem.keys there is now? */
+static bool
+claim_on_current_table(ClaimEntry *entry)
+{
+	Oid			table;
+
+	memcpy(&table, entry->name->data, sizeof(Oid));
+	return OidIsValid(table) && table == idem_store_table_oid(IDEM_KEYS);
+}
+
+#ifdef USE_ASSERT_CHECKING
+/*
+ * Assert the protocol: every claim that took a key lock (its replaced ones
+ * included) still holds it, and pending_made counts exactly those.
+ */
+static void
+claim_memory_check(void)
+{
+	HASH_SEQ_STATUS status;
+	ClaimEntry *entry;
+	int			locks = 0;
+
+	if (claims == NULL)
+	{
+		Assert(pending_made == 0);
+		return;
+	}
+	hash_seq_init(&status, claims);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		ClaimEntry *e;
+
+		for (e = entry; e != NULL; e = e->replaced)
+		{
+			/* a claim is pending only if it took its lock */
+			Assert(!e->claim.pending || e->made_pending);
+			if (e->made_pending)
+			{
+				locks++;
+				Assert(idem_store_lock_held(IDEM_KEYS, e->claim.scope, e->claim.key));
+			}
+		}
+	}
+	Assert(locks == pending_made);
+}
+#else
+#define claim_memory_check() ((void) 0)
+#endif
+
+/*
+ * The row of a claim of a key that had no live row, in values and nulls:
+ * the row a pending claim will write, or the one written at once.
+ */
+void
+idem_claim_memory_row(IdemClaim *claim, Datum *values, bool *nulls)
+{
+	memset(nulls, true, sizeof(bool) * KEYS_NATTS);
+	values[KEYS_SCOPE] = PointerGetDatum(claim->scope);
+	values[KEYS_KEY] = PointerGetDatum(claim->key);
+	values[KEYS_STATE] = CStringGetTextDatum("processing");
+	values[KEYS_TOKEN] = Int64GetDatum(claim->token);
+	values[KEYS_ATTEMPT] = Int32GetDatum(1);
+	values[KEYS_LEASE_UNTIL] = TimestampTzGetDatum(claim->lease_until);
+	values[KEYS_CREATED_AT] = TimestampTzGetDatum(claim->created_at);
+	values[KEYS_EXPIRES_AT] = TimestampTzGetDatum(claim->expires_at);
+	nulls[KEYS_SCOPE] = nulls[KEYS_KEY] = nulls[KEYS_STATE] = false;
+	nulls[KEYS_TOKEN] = nulls[KEYS_ATTEMPT] = nulls[KEYS_LEASE_UNTIL] = false;
+	nulls[KEYS_CREATED_AT] = nulls[KEYS_EXPIRES_AT] = false;
+	if (claim->fingerprint != NULL)
+	{
+		values[KEYS_FINGERPRINT] = PointerGetDatum(claim->fingerprint);
+		nulls[KEYS_FINGERPRINT] = false;
+	}
+}
+
+/* Write the row of a pending claim of this transaction, now (rule 3) */
+void
+idem_claim_memory_write(IdemClaim *claim)
+{
+	Datum		values[KEYS_NATTS];
+	bool		nulls[KEYS_NATTS];
+	IdemStore	st;
+
+	Assert(claim->pending);
+	idem_store_open(&st, IDEM_KEYS, true);
+	idem_claim_memory_row(claim, values, nulls);
+	idem_store_insert(&st, values, nulls);
+	idem_claim_memory_written(claim, &st);
+	idem_store_close(&st);
 }
 
 /*
  * Before the transaction commits (or is prepared), write the rows of the
  * claims still pending: they commit as claims in progress, with their lease.
- * Whatever the end, forget everything after it.
+ * Whatever the end, forget everything after it; the locks go with the
+ * top-level resource owner.
  */
 static void
 claim_memory_xact_callback(XactEvent event, void *arg)
@@ -99,13 +252,13 @@ claim_memory_xact_callback(XactEvent event, void *arg)
 
 	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE)
 	{
-		/* a transaction that dropped idem has nowhere to write them */
-		if (claims == NULL || !OidIsValid(get_namespace_oid("idem", true)))
+		if (claims == NULL)
 			return;
+		claim_memory_check();
 		hash_seq_init(&status, claims);
 		while ((entry = hash_seq_search(&status)) != NULL)
-			if (entry->claim.pending)
-				idem_claim_write_pending(&entry->claim);
+			if (entry->claim.pending && claim_on_current_table(entry))
+				idem_claim_memory_write(&entry->claim);
 		return;
 	}
 	/* the table lives in TopTransactionContext and goes with it */
@@ -139,6 +292,8 @@ claim_memory_note_writes(ClaimEntry *entry, SubTransactionId mySubid,
 /*
  * When a subtransaction rolls back, forget its claims and remember again
  * those they replaced; when it commits, its claims become its parent's.
+ * Its resource owner does the same with their key locks (rule 2): this runs
+ * before it does.
  */
 static void
 claim_memory_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
@@ -172,7 +327,7 @@ claim_memory_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			}
 			continue;
 		}
-		/* the rollback released the key locks these claims took */
+		/* the rollback releases the key locks these claims took */
 		while (entry->subid == mySubid && entry->replaced != NULL)
 		{
 			ClaimEntry *before = entry->replaced;
@@ -217,8 +372,10 @@ claim_text_copy(text *t)
 
 /*
  * Remember that the current (sub)transaction claimed (scope, key), with its
- * row written or pending.  The caller fills in the rest of the claim
- * returned (it lasts to transaction end: what it points to must too).
+ * row written or pending; a pending claim holds its key lock already, under
+ * this subtransaction's resource owner (rule 1).  The caller fills in the
+ * rest of the claim returned (it lasts to transaction end: what it points
+ * to must too).
  */
 IdemClaim *
 idem_claim_memory_add(text *scope, text *key, bool pending)
@@ -228,6 +385,7 @@ idem_claim_memory_add(text *scope, text *key, bool pending)
 	ClaimEntry *entry;
 	bool		found;
 
+	Assert(!pending || idem_store_lock_held(IDEM_KEYS, scope, key));
 	if (claims == NULL)
 	{
 		HASHCTL		ctl;
@@ -272,7 +430,10 @@ idem_claim_memory_add(text *scope, text *key, bool pending)
 	return &entry->claim;
 }
 
-/* This transaction's claim of (scope, key), or NULL */
+/*
+ * This transaction's claim of (scope, key) on the idem.keys there is now, or
+ * NULL
+ */
 IdemClaim *
 idem_claim_memory_find(text *scope, text *key)
 {
@@ -281,6 +442,7 @@ idem_claim_memory_find(text *scope, text *key)
 
 	if (claims == NULL)
 		return NULL;
+	claim_memory_check();
 	name = claim_name(scope, key);
 	entry = hash_search(claims, &name, HASH_FIND, NULL);
 	pfree(name);
@@ -288,19 +450,21 @@ idem_claim_memory_find(text *scope, text *key)
 }
 
 /*
- * The claim's row was written at tid: the first write of a pending claim,
- * or a later one that moved it.  A move in a subtransaction that rolls back
- * leaves a stale tid, which is harmless: the row found there is checked.
+ * The claim's row was written where st wrote last: the first write of a
+ * pending claim, or a later one that moved it.  A move in a subtransaction
+ * that rolls back leaves a stale address, which is harmless: the row found
+ * there is checked, and so is the file the address is in.
  */
 void
-idem_claim_memory_written(IdemClaim *claim, ItemPointer tid)
+idem_claim_memory_written(IdemClaim *claim, IdemStore *st)
 {
 	if (claim->pending)
 	{
 		claim->pending = false;
 		claim->written_by = GetCurrentSubTransactionId();
 	}
-	claim->tid = *tid;
+	claim->tid = st->written;
+	claim->filenode = st->heap->rd_node.relNode;
 }
 
 /* How many key locks this transaction's pending claims hold */

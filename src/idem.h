@@ -69,7 +69,7 @@ extern void idem_purge_worker_register(void);
  * What this transaction remembers of a claim it made (claim_memory.c).  A
  * claim of a key that had no row is "pending": its row is written only when
  * the claim is finished, or before the transaction commits, and until then
- * the claim holds the key lock (see claim.c).
+ * the claim holds the key lock (the protocol is stated in claim_memory.c).
  */
 typedef struct IdemClaim
 {
@@ -77,6 +77,7 @@ typedef struct IdemClaim
 	text	   *key;
 	int64		token;
 	ItemPointerData tid;		/* where the claim's row is, once written */
+	Oid			filenode;		/* in which file of idem.keys tid is */
 	bool		pending;		/* its row is not written yet */
 	SubTransactionId written_by;	/* the subtransaction that wrote it, if pending before */
 	/* what a pending claim's row will hold */
@@ -86,12 +87,16 @@ typedef struct IdemClaim
 	TimestampTz expires_at;
 } IdemClaim;
 
+/* an IdemStore (store.h): what claims are written through */
+struct IdemStore;
+
 extern void idem_claim_memory_init(void);
 extern IdemClaim *idem_claim_memory_add(text *scope, text *key, bool pending);
 extern IdemClaim *idem_claim_memory_find(text *scope, text *key);
-extern void idem_claim_memory_written(IdemClaim *claim, ItemPointer tid);
+extern void idem_claim_memory_written(IdemClaim *claim, struct IdemStore *st);
 extern int	idem_claim_memory_pending_made(void);
-extern void idem_claim_write_pending(IdemClaim *claim);
+extern void idem_claim_memory_row(IdemClaim *claim, Datum *values, bool *nulls);
+extern void idem_claim_memory_write(IdemClaim *claim);
 
 /*
  * Fingerprints, deterministic keys and ISO 4217 currencies (fingerprint.c,

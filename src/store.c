@@ -10,7 +10,8 @@
  * finds the first one's row with an in-progress xmin and waits on that
  * transaction, exactly as a unique index makes INSERT wait.  The one
  * exception, a claim of a new key, keeps the key lock instead of writing a
- * row at once (claim.c): the second claimer then waits on the lock.
+ * row at once: the second claimer then waits on the lock (the protocol of
+ * these pending claims is stated in claim_memory.c).
  *
  * Rows are read and written with heap and index calls rather than SPI: the
  * claim path is what every payment runs, and the executor's per-statement
@@ -30,6 +31,7 @@
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "nodes/bitmapset.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
@@ -37,6 +39,7 @@
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
 #include "idem.h"
@@ -125,6 +128,21 @@ store_resolve(void)
 	oids.valid = true;
 }
 
+/*
+ * The OID that one of idem's tables has now, or InvalidOid if there is none
+ * (a transaction may drop the extension and create it again).
+ */
+Oid
+idem_store_table_oid(IdemTable which)
+{
+	Oid			nsp;
+
+	if (oids.valid)
+		return oids.heap[which];
+	nsp = get_namespace_oid("idem", true);
+	return OidIsValid(nsp) ? get_relname_relid(heap_names[which], nsp) : InvalidOid;
+}
+
 /* Open the expires_at index of the table st has open (purge scans it) */
 Relation
 idem_store_open_expires(IdemStore *st)
@@ -185,24 +203,48 @@ store_locktag(LOCKTAG *tag, IdemTable which, text *a, text *b)
 						 which == IDEM_KEYS ? IDEM_LOCK_KEYS : IDEM_LOCK_WEBHOOKS);
 }
 
-/* Take the key lock; with nowait, return false if another holds it */
+/*
+ * Take the key lock; with nowait, return false if another holds it.  The
+ * lock belongs to the current subtransaction's resource owner, whatever
+ * portal or function the call runs in: claim_memory.c states why.  An error
+ * while the owner is switched aborts that (sub)transaction, whose clean-up
+ * sets CurrentResourceOwner again.
+ */
 bool
 idem_store_lock(IdemTable which, text *a, text *b, bool nowait)
 {
+	ResourceOwner caller_owner = CurrentResourceOwner;
+	LOCKTAG		tag;
+	LockAcquireResult result;
+
+	store_locktag(&tag, which, a, b);
+	CurrentResourceOwner = CurTransactionResourceOwner;
+	result = LockAcquire(&tag, ExclusiveLock, false, nowait);
+	CurrentResourceOwner = caller_owner;
+	return result != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* Release the key lock taken by idem_store_lock in this subtransaction */
+void
+idem_store_unlock(IdemTable which, text *a, text *b)
+{
+	ResourceOwner caller_owner = CurrentResourceOwner;
 	LOCKTAG		tag;
 
 	store_locktag(&tag, which, a, b);
-	return LockAcquire(&tag, ExclusiveLock, false, nowait) != LOCKACQUIRE_NOT_AVAIL;
+	CurrentResourceOwner = CurTransactionResourceOwner;
+	LockRelease(&tag, ExclusiveLock, false);
+	CurrentResourceOwner = caller_owner;
 }
 
-/* Release the key lock taken by idem_store_lock */
-void
-idem_store_unlock(IdemTable which, text *a, text *b)
+/* Does this backend hold the key lock (under any resource owner)? */
+bool
+idem_store_lock_held(IdemTable which, text *a, text *b)
 {
 	LOCKTAG		tag;
 
 	store_locktag(&tag, which, a, b);
-	LockRelease(&tag, ExclusiveLock, false);
+	return LockHeldByMe(&tag, ExclusiveLock);
 }
 
 /*
@@ -308,11 +350,17 @@ idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
  * Read, by its address, a row this transaction wrote and has not replaced
  * since.  No other transaction can write such a row before this one ends
  * (it would wait for it), so no key lock is needed to read and replace it.
- * False if the row is not that (replaced, rolled back, or someone else's).
+ * False if the row is not that (replaced, rolled back, or someone else's),
+ * or if the address is no longer one of the table: it was written in a file
+ * that TRUNCATE, CLUSTER or VACUUM FULL has since replaced, or in a page that
+ * a VACUUM truncated after the row was rolled back.
  */
 bool
-idem_store_fetch_own(IdemStore *st, ItemPointer tid)
+idem_store_fetch_own(IdemStore *st, ItemPointer tid, Oid filenode)
 {
+	if (filenode != st->heap->rd_node.relNode ||
+		ItemPointerGetBlockNumber(tid) >= RelationGetNumberOfBlocks(st->heap))
+		return false;
 	InitDirtySnapshot(st->dirty);
 	if (!table_tuple_fetch_row_version(st->heap, tid, &st->dirty, st->slot))
 		return false;

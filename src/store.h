@@ -78,10 +78,12 @@ extern void idem_store_open(IdemStore *st, IdemTable which, bool write);
 extern void idem_store_close(IdemStore *st);
 extern bool idem_store_lock(IdemTable which, text *a, text *b, bool nowait);
 extern void idem_store_unlock(IdemTable which, text *a, text *b);
+extern bool idem_store_lock_held(IdemTable which, text *a, text *b);
+extern Oid	idem_store_table_oid(IdemTable which);
 extern IdemFetch idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait,
 								  bool locked);
 extern bool idem_store_fetch_visible(IdemStore *st, text *a, text *b);
-extern bool idem_store_fetch_own(IdemStore *st, ItemPointer tid);
+extern bool idem_store_fetch_own(IdemStore *st, ItemPointer tid, Oid filenode);
 extern void idem_store_insert(IdemStore *st, Datum *values, bool *nulls);
 extern void idem_store_update(IdemStore *st, Datum *values, bool *nulls);
 extern int64 idem_store_next_token(void);
