@@ -186,6 +186,17 @@ SELECT idem_complete('pend-cur-2', '"done"');
 COMMIT;
 SELECT key, state FROM idem.keys WHERE key LIKE 'pend-cur-%' ORDER BY key;
 
+-- A key claimed twice in one transaction is in progress the second time,
+-- even once the first claim's lease and ttl have run out: the transaction's
+-- own row does not expire under it.
+BEGIN;
+SELECT status FROM idem_claim('pend-13', ttl => '50 ms', lease => '50 ms');
+SELECT pg_sleep(0.1);
+SELECT status FROM idem_claim('pend-13', ttl => '50 ms', lease => '50 ms');
+SELECT idem_complete('pend-13', '"once"');
+SELECT state, response FROM idem.keys WHERE key = 'pend-13';
+ROLLBACK;
+
 -- TRUNCATE in a transaction that wrote claims: those rows are gone, and
 -- completing one is "no claim", not a read of a block the new file lacks;
 -- a claim still pending has its row written afterwards.

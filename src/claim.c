@@ -85,11 +85,15 @@ state_is(IdemStore *st, const char *state)
 		memcmp(VARDATA_ANY(t), state, strlen(state)) == 0;
 }
 
-/* Has the found row expired, so that it counts as absent? */
+/*
+ * Has the found row expired, so that it counts as absent?  Never a row this
+ * transaction wrote: its claim is as live as the transaction, whatever its
+ * ttl, and claiming the key again in it must not start a second attempt.
+ */
 static inline bool
 row_expired(IdemStore *st, TimestampTz now)
 {
-	return DatumGetTimestampTz(st->values[KEYS_EXPIRES_AT]) <= now;
+	return !st->own && DatumGetTimestampTz(st->values[KEYS_EXPIRES_AT]) <= now;
 }
 
 /* Do the column's value (text or bytea) and v hold the same bytes? */
