@@ -27,6 +27,10 @@
 #include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_collation.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_type.h"
+#include "commands/defrem.h"
 #include "commands/sequence.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
@@ -66,12 +70,67 @@ typedef struct StoreOids
 static StoreOids oids;
 static bool callback_registered = false;
 
+/*
+ * Relcache invalidations of each table (or of its two indexes) seen so far,
+ * and how many had been seen when the table last passed store_check_table.
+ * Every ALTER TABLE or change of an index invalidates the table's relcache
+ * entry, so the check runs once per change of the table, not on every call.
+ */
+static uint64 invalidations[2] = {1, 1};
+static uint64 checked[2] = {0, 0};
+
 static const char *const heap_names[2] = {"keys", "webhooks"};
 static const char *const pkey_names[2] = {"keys_pkey", "webhooks_pkey"};
 static const char *const expires_names[2] = {"keys_expires_at_idx", "webhooks_expires_at_idx"};
-static const int natts[2] = {KEYS_NATTS, WEBHOOKS_NATTS};
 
-/* Forget the cached OIDs when one of the relations changes or goes */
+/* A column as idem--1.0.sql creates it */
+typedef struct StoreColumn
+{
+	const char *name;
+	Oid			type;
+	bool		notnull;
+	bool		bytewise;		/* collation "C": the key lookups compare bytes */
+} StoreColumn;
+
+static const StoreColumn keys_columns[KEYS_NATTS] = {
+	[KEYS_SCOPE] = {"scope", TEXTOID, true, true},
+	[KEYS_KEY] = {"key", TEXTOID, true, true},
+	[KEYS_STATE] = {"state", TEXTOID, true, false},
+	[KEYS_TOKEN] = {"token", INT8OID, true, false},
+	[KEYS_ATTEMPT] = {"attempt", INT4OID, true, false},
+	[KEYS_FINGERPRINT] = {"fingerprint", BYTEAOID, false, false},
+	[KEYS_LEASE_UNTIL] = {"lease_until", TIMESTAMPTZOID, false, false},
+	[KEYS_CHECKPOINT] = {"checkpoint", TEXTOID, false, false},
+	[KEYS_CHECKPOINT_DATA] = {"checkpoint_data", JSONBOID, false, false},
+	[KEYS_RESPONSE] = {"response", JSONBOID, false, false},
+	[KEYS_CREATED_AT] = {"created_at", TIMESTAMPTZOID, true, false},
+	[KEYS_COMPLETED_AT] = {"completed_at", TIMESTAMPTZOID, false, false},
+	[KEYS_EXPIRES_AT] = {"expires_at", TIMESTAMPTZOID, true, false},
+};
+
+static const StoreColumn webhooks_columns[WEBHOOKS_NATTS] = {
+	[WEBHOOKS_SOURCE] = {"source", TEXTOID, true, true},
+	[WEBHOOKS_EVENT_ID] = {"event_id", TEXTOID, true, true},
+	[WEBHOOKS_RECEIVED_AT] = {"received_at", TIMESTAMPTZOID, true, false},
+	[WEBHOOKS_EXPIRES_AT] = {"expires_at", TIMESTAMPTZOID, true, false},
+};
+
+/* A table as idem--1.0.sql creates it: columns and the indexes idem scans */
+typedef struct StoreShape
+{
+	const StoreColumn *columns;
+	int			natts;
+	AttrNumber	pkey[2];		/* (key, scope) or (event_id, source) */
+	AttrNumber	expires;		/* expires_at, which the purge scans */
+} StoreShape;
+
+static const StoreShape shapes[2] = {
+	{keys_columns, KEYS_NATTS, {KEYS_KEY + 1, KEYS_SCOPE + 1}, KEYS_EXPIRES_AT + 1},
+	{webhooks_columns, WEBHOOKS_NATTS, {WEBHOOKS_EVENT_ID + 1, WEBHOOKS_SOURCE + 1},
+	WEBHOOKS_EXPIRES_AT + 1},
+};
+
+/* Forget the cached OIDs, and checks, when one of the relations changes or goes */
 static void
 store_relcache_callback(Datum arg, Oid relid)
 {
@@ -80,8 +139,12 @@ store_relcache_callback(Datum arg, Oid relid)
 	if (!OidIsValid(relid) || relid == oids.token_seq)
 		oids.valid = false;
 	for (i = 0; i < 2; i++)
-		if (relid == oids.heap[i] || relid == oids.pkey[i] || relid == oids.expires[i])
+		if (!OidIsValid(relid) ||
+			relid == oids.heap[i] || relid == oids.pkey[i] || relid == oids.expires[i])
+		{
 			oids.valid = false;
+			invalidations[i]++;
+		}
 }
 
 /* One relation of schema idem, or an error that says how to get it */
@@ -143,6 +206,118 @@ idem_store_table_oid(IdemTable which)
 	return OidIsValid(nsp) ? get_relname_relid(heap_names[which], nsp) : InvalidOid;
 }
 
+/* Refuse table which, not as idem--1.0.sql made it: detail says how */
+static void
+store_refuse_shape(IdemTable which, const char *detail)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("table \"idem.%s\" is not as the idem extension created it",
+					heap_names[which]),
+			 errdetail_internal("%s", detail),
+			 errhint("Undo the change: idem reads and writes its tables directly, with the columns and indexes of its install script.")));
+}
+
+/* Check the access method and columns of a table against its install script */
+static void
+store_check_columns(Relation heap, IdemTable which)
+{
+	const StoreShape *shape = &shapes[which];
+	TupleDesc	desc = RelationGetDescr(heap);
+	int			i;
+
+	if (heap->rd_rel->relam != HEAP_TABLE_AM_OID)
+		store_refuse_shape(which, psprintf(_("It uses access method \"%s\", not heap."),
+										   get_am_name(heap->rd_rel->relam)));
+	for (i = 0; i < Min(desc->natts, shape->natts); i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+		const StoreColumn *col = &shape->columns[i];
+
+		if (att->attisdropped)
+			store_refuse_shape(which, psprintf(_("Column %d, \"%s\", was dropped."),
+											   i + 1, col->name));
+		if (strcmp(NameStr(att->attname), col->name) != 0)
+			store_refuse_shape(which, psprintf(_("Column %d is \"%s\", not \"%s\"."),
+											   i + 1, NameStr(att->attname), col->name));
+		if (att->atttypid != col->type)
+			store_refuse_shape(which, psprintf(_("Column \"%s\" has type %s, not %s."),
+											   col->name, format_type_be(att->atttypid),
+											   format_type_be(col->type)));
+		if (col->bytewise && att->attcollation != C_COLLATION_OID)
+			store_refuse_shape(which, psprintf(_("Column \"%s\" has collation \"%s\", not \"C\"."),
+											   col->name, get_collation_name(att->attcollation)));
+		if (col->notnull && !att->attnotnull)
+			store_refuse_shape(which, psprintf(_("Column \"%s\" is not NOT NULL."), col->name));
+	}
+	if (desc->natts != shape->natts)
+		store_refuse_shape(which, psprintf(_("It has %d columns, not %d."),
+										   desc->natts, shape->natts));
+}
+
+/*
+ * Is ind a btree index of heap on exactly the columns attnums, without a
+ * predicate, unique if asked, in collation "C" if asked?
+ */
+static bool
+store_index_is(Relation ind, Relation heap, const AttrNumber *attnums, int n,
+			   bool unique, bool bytewise)
+{
+	int			i;
+
+	if (ind->rd_rel->relam != BTREE_AM_OID ||
+		ind->rd_index->indrelid != RelationGetRelid(heap) ||
+		IndexRelationGetNumberOfAttributes(ind) != n ||
+		(unique && !ind->rd_index->indisunique) ||
+		!heap_attisnull(ind->rd_indextuple, Anum_pg_index_indpred, NULL))
+		return false;
+	for (i = 0; i < n; i++)
+		if (ind->rd_index->indkey.values[i] != attnums[i] ||
+			(bytewise && ind->rd_indcollation[i] != C_COLLATION_OID))
+			return false;
+	return true;
+}
+
+/* Check the primary key and the expires_at index of the table st has open */
+static void
+store_check_indexes(IdemStore *st, LOCKMODE lockmode)
+{
+	const StoreShape *shape = &shapes[st->which];
+	const StoreColumn *cols = shape->columns;
+	Relation	expires;
+	bool		ok;
+
+	if (!store_index_is(st->pkey, st->heap, shape->pkey, 2, true, true))
+		store_refuse_shape(st->which,
+						   psprintf(_("Index \"idem.%s\" is not a unique btree index on (%s, %s) in collation \"C\"."),
+									pkey_names[st->which],
+									cols[shape->pkey[0] - 1].name,
+									cols[shape->pkey[1] - 1].name));
+	expires = index_open(oids.expires[st->which], lockmode);
+	ok = store_index_is(expires, st->heap, &shape->expires, 1, false, false);
+	index_close(expires, NoLock);
+	if (!ok)
+		store_refuse_shape(st->which,
+						   psprintf(_("Index \"idem.%s\" is not a btree index on (%s)."),
+									expires_names[st->which],
+									cols[shape->expires - 1].name));
+}
+
+/*
+ * Check, once per change of the table, that the table st has open is as
+ * idem--1.0.sql created it.
+ */
+static void
+store_check_table(IdemStore *st, LOCKMODE lockmode)
+{
+	/* invalidations that arrive while checking make the next call check again */
+	uint64		seen = invalidations[st->which];
+
+	store_check_columns(st->heap, st->which);
+	store_check_indexes(st, lockmode);
+	checked[st->which] = seen;
+}
+
 /* Open the expires_at index of the table st has open (purge scans it) */
 Relation
 idem_store_open_expires(IdemStore *st)
@@ -162,14 +337,9 @@ idem_store_open(IdemStore *st, IdemTable which, bool write)
 	store_resolve();
 	st->which = which;
 	st->heap = table_open(oids.heap[which], lockmode);
-	if (st->heap->rd_rel->relam != HEAP_TABLE_AM_OID ||
-		RelationGetNumberOfAttributes(st->heap) != natts[which])
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("table \"idem.%s\" is not as the idem extension created it",
-						heap_names[which]),
-				 errdetail("idem needs a heap table with exactly the columns of its install script.")));
 	st->pkey = index_open(oids.pkey[which], lockmode);
+	if (checked[which] != invalidations[which])
+		store_check_table(st, lockmode);
 	st->slot = table_slot_create(st->heap, NULL);
 	st->scan = NULL;
 	st->found = false;
