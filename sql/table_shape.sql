@@ -1,10 +1,11 @@
 -- The shape of idem's tables.  idem reads and writes idem.keys and
 -- idem.webhooks with heap and index calls, not through the executor, so it
 -- refuses (55000, naming what is wrong) tables that are no longer as its
--- install script created them.  Each case changes a table, shows that
--- every function that reads or writes it refuses and writes nothing (no
--- row, no token), undoes the change, and shows that the same calls work
--- again.
+-- install script created them, and tables with anything it would bypass: a
+-- trigger, a CHECK constraint, a foreign key from or to them, a rule, row-
+-- level security.  Each case changes a table, shows that every function
+-- that reads or writes it refuses and writes nothing (no row, no token),
+-- undoes the change, and shows that the same calls work again.
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS idem;
 RESET client_min_messages;
@@ -79,6 +80,12 @@ BEGIN
     RETURN QUERY SELECT calls[i], results[i] FROM generate_subscripts(calls, 1) i;
 END $$;
 
+-- A trigger function that fails when it fires (idem never fired it)
+CREATE FUNCTION public.shape_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'shape_trigger fired';
+END $$;
+
 -- the calls work on the tables as created
 SELECT * FROM pg_temp.calls('keys');
 SELECT * FROM pg_temp.calls('webhooks');
@@ -118,6 +125,69 @@ SELECT * FROM pg_temp.refused('keys', $$
     CREATE INDEX keys_expires_at_idx ON idem.keys (created_at)
 $$);
 
+-- a row trigger, which idem would never fire
+SELECT * FROM pg_temp.refused('keys', $$
+    CREATE TRIGGER keys_audit BEFORE INSERT OR UPDATE OR DELETE ON idem.keys
+        FOR EACH ROW EXECUTE FUNCTION public.shape_trigger()
+$$);
+
+-- a statement trigger
+SELECT * FROM pg_temp.refused('webhooks', $$
+    CREATE TRIGGER webhooks_notify AFTER INSERT ON idem.webhooks
+        FOR EACH STATEMENT EXECUTE FUNCTION public.shape_trigger()
+$$);
+
+-- a trigger created after a claim in the same transaction: the claim's row,
+-- written at commit, is refused by COMMIT, which rolls everything back
+BEGIN;
+SELECT status FROM idem_claim('shape-pending', scope => 'shape');
+CREATE TRIGGER keys_audit BEFORE INSERT ON idem.keys
+    FOR EACH ROW EXECUTE FUNCTION public.shape_trigger();
+COMMIT;
+SELECT count(*) AS pending_written FROM idem.keys WHERE key = 'shape-pending';
+SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'idem.keys'::regclass;
+
+-- a CHECK constraint, which idem would never check: a key it wrote could
+-- break it while the constraint stayed marked valid
+SELECT * FROM pg_temp.refused('keys', $$
+    ALTER TABLE idem.keys ADD CONSTRAINT keys_short_key CHECK (length(key) <= 64)
+$$);
+
+-- a foreign key from idem.keys to a table of the application
+SELECT * FROM pg_temp.refused('keys', $$
+    CREATE TABLE public.shape_merchants (id text COLLATE "C" PRIMARY KEY);
+    ALTER TABLE idem.keys ADD CONSTRAINT keys_scope_fkey FOREIGN KEY (scope)
+        REFERENCES public.shape_merchants NOT VALID
+$$);
+
+-- a foreign key from a table of the application to idem.keys: the purge
+-- refuses, rather than leave the order referring to a deleted key, and
+-- deletes the key once the foreign key is gone
+INSERT INTO idem.keys (scope, key, state, token, attempt, created_at, expires_at)
+VALUES ('shape', 'shape-expired', 'completed', 0, 1, now() - interval '2 days',
+        now() - interval '1 day');
+SELECT * FROM pg_temp.refused('keys', $$
+    CREATE TABLE public.shape_orders (
+        key text COLLATE "C",
+        scope text COLLATE "C",
+        FOREIGN KEY (key, scope) REFERENCES idem.keys
+    );
+    INSERT INTO public.shape_orders VALUES ('shape-expired', 'shape')
+$$);
+SELECT count(*) AS expired_left FROM idem.keys WHERE key = 'shape-expired';
+
+-- a rule, which idem would never apply
+SELECT * FROM pg_temp.refused('webhooks', $$
+    CREATE RULE webhooks_keep AS ON DELETE TO idem.webhooks DO INSTEAD NOTHING
+$$);
+
+-- row-level security, whose policies idem would never apply
+SELECT * FROM pg_temp.refused('keys', $$
+    ALTER TABLE idem.keys ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY keys_own_scope ON idem.keys USING (scope = current_user)
+$$);
+
 -- leave the tables as they were
+DROP FUNCTION public.shape_trigger();
 DELETE FROM idem.keys WHERE scope = 'shape';
 DELETE FROM idem.webhooks WHERE source = 'shape';

@@ -28,7 +28,9 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_collation.h"
+#include "catalog/pg_constraint.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_rewrite.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "commands/sequence.h"
@@ -45,6 +47,7 @@
 #include "utils/lsyscache.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "idem.h"
 #include "store.h"
@@ -73,8 +76,9 @@ static bool callback_registered = false;
 /*
  * Relcache invalidations of each table (or of its two indexes) seen so far,
  * and how many had been seen when the table last passed store_check_table.
- * Every ALTER TABLE or change of an index invalidates the table's relcache
- * entry, so the check runs once per change of the table, not on every call.
+ * Every ALTER TABLE, CREATE TRIGGER, CREATE RULE, CREATE POLICY or foreign
+ * key to a table invalidates its relcache entry, so the check runs once per
+ * change of the table, not on every call.
  */
 static uint64 invalidations[2] = {1, 1};
 static uint64 checked[2] = {0, 0};
@@ -303,9 +307,125 @@ store_check_indexes(IdemStore *st, LOCKMODE lockmode)
 									cols[shape->expires - 1].name));
 }
 
+/* The name of rule ruleid */
+static char *
+store_rule_name(Oid ruleid)
+{
+	Relation	rewrite = table_open(RewriteRelationId, AccessShareLock);
+	ScanKeyData skey;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	char	   *name = "?";
+
+	ScanKeyInit(&skey, Anum_pg_rewrite_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(ruleid));
+	scan = systable_beginscan(rewrite, RewriteOidIndexId, true, NULL, 1, &skey);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		name = pstrdup(NameStr(((Form_pg_rewrite) GETSTRUCT(tup))->rulename));
+	systable_endscan(scan);
+	table_close(rewrite, AccessShareLock);
+	return name;
+}
+
+/* The schema-qualified name of relation relid, quoted as needed */
+static char *
+store_qualified_name(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/* Refuse a table with a trigger: a foreign key's is named by its constraint */
+static void
+store_refuse_trigger(Relation heap, IdemTable which, Trigger *trig)
+{
+	HeapTuple	tup = NULL;
+	Form_pg_constraint con;
+	char	   *conname;
+	Oid			from;
+	Oid			to;
+
+	if (OidIsValid(trig->tgconstraint))
+		tup = SearchSysCache1(CONSTROID, ObjectIdGetDatum(trig->tgconstraint));
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idem does not support trigger \"%s\" on table \"idem.%s\"",
+						trig->tgname, heap_names[which]),
+				 errdetail("idem reads and writes its tables directly: it would never fire the trigger."),
+				 errhint("Drop the trigger.")));
+	con = (Form_pg_constraint) GETSTRUCT(tup);
+	if (con->contype != CONSTRAINT_FOREIGN)
+	{
+		ReleaseSysCache(tup);
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idem does not support trigger \"%s\" on table \"idem.%s\"",
+						trig->tgname, heap_names[which]),
+				 errdetail("idem reads and writes its tables directly: it would never fire the trigger of constraint \"%s\".",
+						   NameStr(con->conname)),
+				 errhint("Drop the constraint.")));
+	}
+	conname = pstrdup(NameStr(con->conname));
+	from = con->conrelid;
+	to = con->confrelid;
+	ReleaseSysCache(tup);
+	if (from == RelationGetRelid(heap))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idem does not support foreign key \"%s\" from table \"idem.%s\" to table \"%s\"",
+						conname, heap_names[which], store_qualified_name(to)),
+				 errdetail("idem writes its tables directly: it would never check the foreign key."),
+				 errhint("Drop the constraint.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("idem does not support foreign key \"%s\" from table \"%s\" to table \"idem.%s\"",
+					conname, store_qualified_name(from), heap_names[which]),
+			 errdetail("idem deletes expired rows directly: it would leave rows of table \"%s\" referring to rows that are gone.",
+					   store_qualified_name(from)),
+			 errhint("Drop the constraint.")));
+}
+
+/*
+ * Refuse a table with anything that idem, which writes without the
+ * executor, would bypass: triggers (foreign keys in either direction are
+ * triggers on it too), CHECK constraints, rules and row-level security.
+ */
+static void
+store_check_bypassed(Relation heap, IdemTable which)
+{
+	TupleConstr *constr = RelationGetDescr(heap)->constr;
+
+	if (heap->trigdesc != NULL && heap->trigdesc->numtriggers > 0)
+		store_refuse_trigger(heap, which, &heap->trigdesc->triggers[0]);
+	if (constr != NULL && constr->num_check > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idem does not support check constraint \"%s\" on table \"idem.%s\"",
+						constr->check[0].ccname, heap_names[which]),
+				 errdetail("idem writes its tables directly: it would never check the constraint."),
+				 errhint("Drop the constraint.")));
+	if (heap->rd_rules != NULL && heap->rd_rules->numLocks > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idem does not support rule \"%s\" on table \"idem.%s\"",
+						store_rule_name(heap->rd_rules->rules[0]->ruleId),
+						heap_names[which]),
+				 errdetail("idem reads and writes its tables directly: it would never apply the rule."),
+				 errhint("Drop the rule.")));
+	if (heap->rd_rel->relrowsecurity)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("idem does not support row-level security on table \"idem.%s\"",
+						heap_names[which]),
+				 errdetail("idem reads and writes its tables directly: no policy would limit what its functions read or write."),
+				 errhint("Disable row-level security on the table, and grant EXECUTE on idem's functions only to roles that may use every scope.")));
+}
+
 /*
  * Check, once per change of the table, that the table st has open is as
- * idem--1.0.sql created it.
+ * idem--1.0.sql created it and has nothing that idem would bypass.
  */
 static void
 store_check_table(IdemStore *st, LOCKMODE lockmode)
@@ -315,6 +435,7 @@ store_check_table(IdemStore *st, LOCKMODE lockmode)
 
 	store_check_columns(st->heap, st->which);
 	store_check_indexes(st, lockmode);
+	store_check_bypassed(st->heap, st->which);
 	checked[st->which] = seen;
 }
 
