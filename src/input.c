@@ -55,28 +55,38 @@ idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what)
 }
 
 /*
- * from + iv.  Intervals of days or months go through timestamptz_pl_interval
- * (calendar arithmetic in the session's time zone); a plain duration is
- * added directly, which is all a default lease or ttl needs.
+ * from + iv, which must end inside timestamptz's range: a row holding a
+ * time past 294276-12-31 could be written, but no dump of it restored and
+ * no subscriber sent it.  Days and months go through timestamptz_pl_interval
+ * (calendar arithmetic in the session's time zone, which refuses an end out
+ * of range itself); the duration is added last, with its own check.
  */
 TimestampTz
 idem_after(TimestampTz from, const Interval *iv, const char *what)
 {
-	TimestampTz result;
+	TimestampTz result = from;
 
-	if (iv->month == 0 && iv->day == 0 &&
-		!pg_add_s64_overflow(from, iv->time, &result) && !TIMESTAMP_NOT_FINITE(result))
-		return result;
-	result = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
-													 TimestampTzGetDatum(from),
-													 IntervalPGetDatum(iv)));
-	if (TIMESTAMP_NOT_FINITE(result))
-		ereport(ERROR,
-				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
-				 errmsg("%s is too long", what)));
+	if (iv->month != 0 || iv->day != 0)
+	{
+		Interval	calendar = *iv;
+
+		calendar.time = 0;
+		result = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval,
+														 TimestampTzGetDatum(from),
+														 IntervalPGetDatum(&calendar)));
+	}
+	if (pg_add_s64_overflow(result, iv->time, &result) || !IS_VALID_TIMESTAMP(result))
+	{
+		if (iv->time > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+					 errmsg("%s is too long", what),
+					 errdetail("Added to the current time, it ends after the last timestamp, 294276-12-31 23:59:59.999999 UTC.")));
+		result = DT_NOBEGIN;	/* before the beginning: not positive */
+	}
 
 	/*
-	 * Months and days of opposite signs can pass the check above and still
+	 * Months and days of opposite signs can pass the caller's check and still
 	 * end in the past: '-12 months +360 days' is positive in 30-day months
 	 * but five days back on the calendar.  A ttl like that would let a
 	 * completed payment be charged again at once.

@@ -13,7 +13,8 @@
 # deep, wide and huge documents, and responses around
 # idem.max_response_size), signature (every malformed header shape, valid
 # signatures as controls), payment (currencies, amounts, dates), interval
-# (leases, ttls, tolerances), token, fingerprint and key.  The NULL sweep
+# (leases, ttls, tolerances, ends at the edge of timestamptz's range),
+# token, fingerprint and key.  The NULL sweep
 # is generated from pg_proc by driver.sql.
 use strict;
 use warnings;
@@ -456,10 +457,30 @@ $family = 'interval';
 		'178000000 years' => 'err:22008', '2147483647 months' => 'err:22008',
 		'2147483647 days' => 'err:22008', '2147483647 days 2147483647 months' => 'err:22008',
 		'9223372036854775807 microseconds' => 'err:22008');
-	for my $v (sort keys %iv)
+	# the end of timestamptz's range, 294276-12-31 23:59:59.999999 UTC,
+	# reached from the case's own transaction start: an end past it is
+	# refused (a row holding it could not be restored from a dump), an end
+	# before it works.  Durations, days, years and days then hours; these
+	# are SQL expressions, the ones above literals.
+	my $us_to_end = "((extract(epoch FROM timestamptz '294276-12-31 23:59:59.999999+00')"
+	  . " - extract(epoch FROM now())) * 1000000)::bigint";
+	my %end = (
+		# 50 hours past: the end is 2562047592 hours after 2000-01-01
+		"format('%s hours', 2562047592 + 50 - floor(extract(epoch FROM now() - timestamptz '2000-01-01 00:00+00') / 3600)::bigint)::interval"
+		  => 'err:22008',
+		# one microsecond past, counted from the transaction's start
+		"format('%s microseconds', $us_to_end + 1)::interval" => 'err:22008',
+		"make_interval(days => date '294277-01-02' - current_date)" => 'err:22008',
+		"make_interval(years => 294278 - extract(year FROM now())::integer)" => 'err:22008',
+		"make_interval(days => date '294276-12-30' - current_date, hours => 72)" => 'err:22008',
+		"make_interval(days => date '294276-12-30' - current_date)" => 'ok',
+		"format('%s microseconds', $us_to_end - 86400000000)::interval" => 'ok');
+
+	my @cases = ((map { [ lit($_), $iv{$_} ] } sort keys %iv),
+		(map { [ $_, $end{$_} ] } sort keys %end));
+	for (@cases)
 	{
-		my $e = $iv{$v};
-		my $l = lit($v);
+		my ($l, $e) = @$_;
 		add("SELECT idem_claim('iv-lease-$id', lease => $l)::text", $e);
 		add("SELECT idem_claim('iv-ttl-$id', ttl => $l)::text", $e);
 		add("SELECT idem_webhook('iv', 'iv-$id', ttl => $l)::text", $e);

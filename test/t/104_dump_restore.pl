@@ -1,7 +1,10 @@
 # pg_dump and pg_restore: every key (each state, response, checkpoint,
 # attempt, fingerprint, lease and expiry), every webhook record and the
 # token sequence survive a dump in custom format restored into a fresh
-# database, and claims, replays and completions go on there.
+# database, and claims, replays and completions go on there.  Leases and
+# ttls that end as late as idem accepts, at the end of timestamptz's range,
+# are restored too (one that ended past it would make COPY refuse the whole
+# table).
 use strict;
 use warnings;
 
@@ -58,6 +61,35 @@ GRANT EXECUTE ON FUNCTION idem_claim(text, bytea, text, interval, interval, bool
 -- webhooks and queue messages
 SELECT idem_webhook('stripe', 'evt_1'), idem_webhook('stripe', 'evt_2', ttl => '1 hour'),
        idem_webhook('queue-ü', 'msg-√2');
+
+-- Run the statement q with %s replaced by the longest duration the clock
+-- allows: one that ends at the last valid microsecond, 294276-12-31
+-- 23:59:59.999999 UTC, less a margin for the time the call takes to start.
+-- A try that ends past it is refused (22008, nothing written); the next one
+-- doubles the margin.  Returns the number of tries.
+CREATE FUNCTION at_the_end(q text) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    margin bigint := 0;
+    tries integer := 0;
+BEGIN
+    LOOP
+        tries := tries + 1;
+        BEGIN
+            EXECUTE format(q, quote_literal(format('%s microseconds',
+                ((extract(epoch FROM timestamptz '294276-12-31 23:59:59.999999+00')
+                  - extract(epoch FROM clock_timestamp())) * 1000000)::bigint - margin)));
+            RETURN tries;
+        EXCEPTION WHEN datetime_field_overflow THEN
+            margin := margin * 2 + 1;
+        END;
+    END LOOP;
+END $$;
+SELECT at_the_end($$SELECT idem_claim('d-last-lease', lease => %s)$$);
+SELECT at_the_end($$SELECT idem_claim('d-last-ttl', ttl => %s)$$);
+SELECT idem_claim('d-last-checkpoint');
+SELECT at_the_end($$SELECT idem_checkpoint('d-last-checkpoint', 'p',
+    token => (SELECT token FROM idem.keys WHERE key = 'd-last-checkpoint'), lease => %s)$$);
+SELECT at_the_end($$SELECT idem_webhook('stripe', 'evt_last', ttl => %s)$$);
 });
 
 my $keys_q = q{SELECT scope, key, state, token, attempt, encode(fingerprint, 'hex'),
@@ -74,7 +106,22 @@ my $seq_before = sql('src', $seq_q);
 my $max_token = sql('src', 'SELECT max(token) FROM idem.keys');
 my $processing_token = sql('src', "SELECT token FROM idem.keys WHERE key = 'd-processing'");
 my $attempt1_token = sql('src', "SELECT min(token) FROM idem.keys") ;
-is(sql('src', 'SELECT count(*) FROM idem.keys'), '6', 'six keys written');
+is(sql('src', 'SELECT count(*) FROM idem.keys'), '9', 'nine keys written');
+# Each key and record that ends at the end of the range does so within the
+# last hour of it (the margin covers the call's own delay, microseconds).
+my $last_q = q{SELECT string_agg(what || ' ' || (t >= timestamptz '294276-12-31 23:00+00'
+                                            AND t <= timestamptz '294276-12-31 23:59:59.999999+00'), ', ' ORDER BY what)
+FROM (SELECT key || ' ' || c AS what, t
+      FROM idem.keys,
+           LATERAL (VALUES ('lease', lease_until), ('expiry', expires_at)) v(c, t)
+      WHERE key LIKE 'd-last-%'
+      UNION ALL
+      SELECT event_id, expires_at FROM idem.webhooks WHERE event_id = 'evt_last') s};
+my $last_expected = 'd-last-checkpoint expiry true, d-last-checkpoint lease true, '
+  . 'd-last-lease expiry true, d-last-lease lease true, d-last-ttl expiry true, '
+  . 'd-last-ttl lease false, evt_last true';
+is(sql('src', $last_q), $last_expected,
+	'leases, expiries and a webhook record end in the last hour of the range, not past it');
 
 # --- dump, restore into a fresh database ---
 
@@ -90,6 +137,8 @@ $node->command_ok(
 is(sql('dst', $keys_q), $keys_before, 'every key is restored identically, column by column');
 is(sql('dst', $webhooks_q), $webhooks_before, 'every webhook record is restored identically');
 is(sql('dst', $seq_q), $seq_before, 'the token sequence is restored where it was');
+is(sql('dst', $last_q), $last_expected,
+	'the leases and expiries at the end of the range are among them');
 is(sql('dst', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
 	sql('src', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
 	'the extension is restored at the same version');
@@ -113,6 +162,8 @@ is(sql('dst', q{SELECT status, response FROM idem_claim('d-completed', scope => 
 	'completed|"other scope"', 'scopes stay apart');
 is(sql('dst', q{SELECT status, attempt FROM idem_claim('d-processing', '\x03')}),
 	'in_progress|1', 'the restored lease is honoured');
+is(sql('dst', q{SELECT status, retry_after > '290000 years' FROM idem_claim('d-last-lease')}),
+	'in_progress|t', 'a lease that ends at the end of the range is honoured');
 is(sql('dst', q{SELECT status, attempt FROM idem_claim('d-released')}),
 	'claimed|2', 'a released key is claimed at once, as attempt 2');
 is(sql('dst', q{SELECT state, attempt FROM idem_lookup('d-attempt2')}),
