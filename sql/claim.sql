@@ -139,3 +139,17 @@ FROM idem_lookup('pay-1');
 SELECT count(*) FROM idem_lookup('no-such-key');
 
 DROP TABLE ledger;
+
+-- SELECT (idem_claim(...)).* calls the function once per column: the first
+-- call claims the key, the six others answer in_progress (the transaction's
+-- own claim), and the row mixes the seven answers: status claimed, but no
+-- token.  SELECT ... FROM idem_claim(...) calls it once.
+SELECT claimed, in_progress FROM idem_stats WHERE datname = current_database() \gset before_
+SELECT (idem_claim('pay-star')).* \gset star_
+SELECT :'star_status' AS status, NOT :{?star_token} AS token_lost;
+SELECT claimed - :before_claimed AS claims, in_progress - :before_in_progress AS in_progress_answers
+FROM idem_stats WHERE datname = current_database();
+SELECT claimed, in_progress FROM idem_stats WHERE datname = current_database() \gset before_
+SELECT status, token IS NOT NULL AS has_token FROM idem_claim('pay-from');
+SELECT claimed - :before_claimed AS claims, in_progress - :before_in_progress AS in_progress_answers
+FROM idem_stats WHERE datname = current_database();
