@@ -1,8 +1,9 @@
 -- Privileges: after CREATE EXTENSION, PUBLIC can use nothing of idem; the
 -- GRANT that doc/api.md documents lets an application role claim, complete,
 -- replay and record webhooks, and still not touch idem's tables; no function
--- is SECURITY DEFINER without a pinned search_path; the tables and the
--- sequence are dumped by pg_dump.  Roles are cluster-wide: they are named
+-- is SECURITY DEFINER without a pinned search_path; the scope is no
+-- permission, and the wrappers doc/api.md gives make it one; the tables and
+-- the sequence are dumped by pg_dump.  Roles are cluster-wide: they are named
 -- regress_idem_* and dropped at the end, so the test can run again.
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS idem;
@@ -14,7 +15,8 @@ DECLARE
     r name;
 BEGIN
     FOR r IN SELECT rolname FROM pg_roles WHERE rolname IN
-             ('regress_idem_nobody', 'regress_idem_app', 'regress_idem_monitor')
+             ('regress_idem_nobody', 'regress_idem_app', 'regress_idem_monitor',
+              'regress_idem_m7', 'regress_idem_m8')
     LOOP
         EXECUTE format('DROP OWNED BY %I', r);
         EXECUTE format('DROP ROLE %I', r);
@@ -24,6 +26,11 @@ END $$;
 CREATE ROLE regress_idem_nobody;
 CREATE ROLE regress_idem_app;
 CREATE ROLE regress_idem_monitor;
+CREATE ROLE regress_idem_m7;
+CREATE ROLE regress_idem_m8;
+SET client_min_messages = warning;
+DROP SCHEMA IF EXISTS regress_idem_tenant CASCADE;
+RESET client_min_messages;
 
 -- Run a statement; show its SQLSTATE and message instead of failing
 CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -160,6 +167,75 @@ SELECT pg_temp.err($q$SELECT * FROM idem_stats$q$);
 RESET ROLE;
 
 --
+-- The scope is a namespace, not a permission: a role that may call the
+-- functions acts on every scope.  Tokens are sequential, so a role that
+-- sees its own token can guess the one handed out just before it, to a
+-- claim of another scope, and complete that claim.
+--
+GRANT EXECUTE ON FUNCTION
+    idem_claim(text, bytea, text, interval, interval, boolean),
+    idem_complete(text, jsonb, text, bigint)
+TO regress_idem_m8;
+SET ROLE regress_idem_m8;
+SELECT token AS victim FROM idem_claim('priv-m8', scope => 'regress-priv-m8', lease => '1 hour') \gset
+RESET ROLE;
+SET ROLE regress_idem_app;
+SELECT token AS own FROM idem_claim('priv-app', scope => 'regress-priv', lease => '1 hour') \gset
+SELECT :own - 1 = :victim AS guessable;
+SELECT pg_temp.err(format($q$SELECT idem_complete('priv-m8', '"not yours"', scope => 'regress-priv-m8', token => %s)$q$, :own - 1));
+RESET ROLE;
+SET ROLE regress_idem_m8;
+SELECT status, response FROM idem_claim('priv-m8', scope => 'regress-priv-m8');
+RESET ROLE;
+REVOKE ALL ON FUNCTION
+    idem_claim(text, bytea, text, interval, interval, boolean),
+    idem_complete(text, jsonb, text, bigint)
+FROM regress_idem_m8;
+
+-- The remedy of doc/api.md: each tenant logs in as its own role and may
+-- call only wrappers that fix the scope to that role's name (copied
+-- verbatim, with the schema's and the roles' names).  SET SESSION
+-- AUTHORIZATION stands for the tenants' logins.
+CREATE SCHEMA regress_idem_tenant;
+CREATE FUNCTION regress_idem_tenant.claim(key text, fingerprint bytea DEFAULT NULL,
+                             lease interval DEFAULT NULL, ttl interval DEFAULT NULL,
+                             OUT status text, OUT token bigint, OUT attempt integer,
+                             OUT response jsonb, OUT checkpoint text,
+                             OUT checkpoint_data jsonb, OUT retry_after interval)
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT * FROM public.idem_claim(key, fingerprint, session_user::text, lease, ttl) $$;
+CREATE FUNCTION regress_idem_tenant.complete(key text, response jsonb DEFAULT NULL,
+                                token bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT public.idem_complete(key, response, session_user::text, token) $$;
+REVOKE ALL ON FUNCTION regress_idem_tenant.claim(text, bytea, interval, interval),
+                       regress_idem_tenant.complete(text, jsonb, bigint) FROM PUBLIC;
+GRANT USAGE ON SCHEMA regress_idem_tenant TO regress_idem_m7, regress_idem_m8;
+GRANT EXECUTE ON FUNCTION regress_idem_tenant.claim(text, bytea, interval, interval),
+                          regress_idem_tenant.complete(text, jsonb, bigint)
+TO regress_idem_m7, regress_idem_m8;
+
+SET SESSION AUTHORIZATION regress_idem_m8;
+SELECT token AS victim FROM regress_idem_tenant.claim('priv-w', lease => '1 hour') \gset
+RESET SESSION AUTHORIZATION;
+SET SESSION AUTHORIZATION regress_idem_m7;
+SELECT token AS own FROM regress_idem_tenant.claim('priv-w', lease => '1 hour') \gset
+SELECT :own - 1 = :victim AS guessable;
+-- the guessed token, through the wrapper: its scope holds no claim of that
+-- token; and idem's own functions are out of reach
+SELECT regexp_replace(pg_temp.err(format($q$SELECT regress_idem_tenant.complete('priv-w', '"not yours"', token => %s)$q$, :own - 1)),
+                      'token \d+', 'token N');
+SELECT pg_temp.err(format($q$SELECT idem_complete('priv-w', '"not yours"', scope => 'regress_idem_m8', token => %s)$q$, :own - 1));
+RESET SESSION AUTHORIZATION;
+SET SESSION AUTHORIZATION regress_idem_m8;
+SELECT regress_idem_tenant.complete('priv-w', '"mine"', token => :victim);
+SELECT status, response FROM regress_idem_tenant.claim('priv-w');
+RESET SESSION AUTHORIZATION;
+-- one key per tenant, each in its own login role's scope
+SELECT scope, key, state FROM idem.keys WHERE key = 'priv-w' ORDER BY scope;
+
+--
 -- The monitoring role, with the GRANT of doc/api.md: the counters only
 --
 GRANT SELECT ON idem_stats TO regress_idem_monitor;
@@ -189,7 +265,13 @@ WHERE extname = 'idem'
 ORDER BY cfg::regclass::text;
 
 -- clean up: the rows, the grants and the roles
-DELETE FROM idem.keys WHERE scope = 'regress-priv';
+DELETE FROM idem.keys
+WHERE scope IN ('regress-priv', 'regress-priv-m8', 'regress_idem_m7', 'regress_idem_m8');
 DELETE FROM idem.webhooks WHERE source = 'regress-priv';
-DROP OWNED BY regress_idem_nobody, regress_idem_app, regress_idem_monitor;
-DROP ROLE regress_idem_nobody, regress_idem_app, regress_idem_monitor;
+DROP FUNCTION regress_idem_tenant.claim(text, bytea, interval, interval),
+              regress_idem_tenant.complete(text, jsonb, bigint);
+DROP SCHEMA regress_idem_tenant;
+DROP OWNED BY regress_idem_nobody, regress_idem_app, regress_idem_monitor,
+    regress_idem_m7, regress_idem_m8;
+DROP ROLE regress_idem_nobody, regress_idem_app, regress_idem_monitor,
+    regress_idem_m7, regress_idem_m8;
