@@ -151,3 +151,33 @@ FROM (VALUES ($$idem_key('a', NULL)$$),
              ($$idem_key(VARIADIC NULL::text[])$$),
              ($$idem_key(VARIADIC ARRAY[]::text[])$$),
              ($$idem_key(VARIADIC ARRAY[['a','b'],['c','d']])$$)) AS c(call);
+
+------------------------------------------------------------------------
+-- Database encodings
+------------------------------------------------------------------------
+
+-- A fingerprint is the SHA-256 of the canonical text's UTF-8 bytes,
+-- whatever the database encoding.  In a UTF-8 database that is pgcrypto's
+-- digest(idem_canonical(j), 'sha256'); in a LATIN1 database the text is
+-- converted to UTF-8 first, so the fingerprint is the same as in UTF-8 and
+-- differs from digest() of the LATIN1 bytes.  The vector, from outside:
+--   printf '%s' '{"city":"Köln","name":"Zoë"}' | sha256sum
+SELECT current_database() AS here \gset
+SET client_min_messages = warning;
+DROP DATABASE IF EXISTS regress_idem_utf8;
+DROP DATABASE IF EXISTS regress_idem_latin1;
+RESET client_min_messages;
+CREATE DATABASE regress_idem_utf8 TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C';
+CREATE DATABASE regress_idem_latin1 TEMPLATE template0 ENCODING 'LATIN1' LOCALE 'C';
+-- in each: the extensions, then the fingerprint and the comparison
+\set setup 'SET client_encoding = ''UTF8''; SET client_min_messages = warning; CREATE EXTENSION idem; CREATE EXTENSION pgcrypto; RESET client_min_messages;'
+\set check 'SELECT getdatabaseencoding() AS encoding, encode(idem_fingerprint(j), ''hex'') AS fingerprint, idem_fingerprint(j) = digest(idem_canonical(j), ''sha256'') AS equals_digest FROM (SELECT ''{"name": "Zoë", "city": "Köln"}''::jsonb AS j) s'
+\c regress_idem_utf8
+:setup
+:check;
+\c regress_idem_latin1
+:setup
+:check;
+\c :here
+DROP DATABASE regress_idem_utf8;
+DROP DATABASE regress_idem_latin1;
