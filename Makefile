@@ -24,6 +24,9 @@ $(shell test "$$(cat src/.flavour 2>/dev/null)" = "$(FLAVOUR)" || echo "$(FLAVOU
 ifdef IDEM_ASSERT
 PG_CPPFLAGS += -DUSE_ASSERT_CHECKING
 endif
+# Signatures, keys and certificates: OpenSSL's libcrypto, which the server
+# itself is built with (libssl-dev).
+SHLIB_LINK = -lcrypto
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers $(if $(CI),-Werror)
 EXTRA_CLEAN = tmp_check results regression.diffs regression.out output_iso src/.flavour
 

@@ -27,6 +27,10 @@ RESET client_min_messages;
 \set std_sig_b 'zqqupaYoZCoyIfJI2cSf1XpQ6A+0GUguxdogbHkWLQ4='
 \set std_sig_textkey 'TcxlhK9b6UD6iVI1ZU2tTqp8PEVfYRseNNfa6b+LcUg='
 \set std_sig_future 'sS0B/Pmm4V+yjQOpDbdnGYaYFOBDRa48z5/DcnO9qqE='
+\set std_pk 'whpk_LtNHoDiHOnxJPZSKwnHYZhKFxHqZ04agIm9vtMDJmWE='
+\set std_pk_b 'whpk_IAZQa46RHbtju6vWkFl18BZjzFyVmL0KG/HYEMlABAE='
+\set std_sig_v1a 'fFQfpZc54JpwkAKBh2CtnB1ih8tDjgipaNfXLpvIVHyAnyN5EoF2HQmuMielzVN4EwZUZn2PqFfsluxZwDJCDw=='
+\set std_sig_v1a_b 'XYua8/CztuGxMi/piK+qfbsk1/28oYK2W0Qv2ym/NXz0fYFED6MTOdfrJRV5L9SmgK85TjILzA7FvLHguFipCA=='
 -- end of generated vectors
 
 -- An error's SQLSTATE and message, or 'no error'
@@ -361,6 +365,45 @@ SELECT q, pg_temp.err(q) FROM (VALUES
   ($$SELECT idem_webhook_verify('stripe', 'whsec_x', 'p', '{}', '0')$$),
   ($$SELECT idem_webhook_verify('stripe', 'whsec_x', 'p', '{}', '1000000 years')$$)
 ) AS c(q);
+-- Standard Webhooks, asymmetric: a whpk_ secret is an Ed25519 public key,
+-- and v1a,<base64> its signature of "<id>.<timestamp>.<payload>"
+SELECT idem_webhook_verify('standard', :'std_pk', :'std_payload',
+       pg_temp.std_h(:'std_id', :'std_ts', 'v1a,' || :'std_sig_v1a'), NULL) AS v1a_valid;
+SELECT idem_webhook_verify('standard', :'std_pk', '{"test": 2432232315}',
+       pg_temp.std_h(:'std_id', :'std_ts', 'v1a,' || :'std_sig_v1a'), NULL) AS v1a_tampered_body;
+SELECT idem_webhook_verify('standard', :'std_pk_b', :'std_payload',
+       pg_temp.std_h(:'std_id', :'std_ts', 'v1a,' || :'std_sig_v1a'), NULL) AS v1a_wrong_key;
+SELECT idem_webhook_verify('standard', :'std_pk', :'std_payload',
+       pg_temp.std_h(:'std_id', :'std_ts', 'v1,' || :'std_sig' || ' v1a,' || :'std_sig_v1a_b' || '  v1a,' || :'std_sig_v1a'), NULL) AS v1a_one_of_three;
+-- a v1 (HMAC) signature means nothing to a public key, nor v1a to a secret
+SELECT idem_webhook_verify('standard', :'std_pk', :'std_payload',
+       pg_temp.std_h(:'std_id', :'std_ts', 'v1,' || :'std_sig'), NULL) AS v1a_key_v1_signature;
+SELECT idem_webhook_verify('standard', :'std_secret', :'std_payload',
+       pg_temp.std_h(:'std_id', :'std_ts', 'v1a,' || :'std_sig_v1a'), NULL) AS v1_secret_v1a_signature;
+SELECT idem_webhook_verify('standard', :'std_pk', :'std_payload',
+       pg_temp.std_h(:'std_id', :'std_ts_future', 'v1a,' || :'std_sig_v1a')) AS v1a_stale;
+-- signatures that are not 64 bytes of canonical base64
+SELECT sig, idem_webhook_verify('standard', :'std_pk', :'std_payload',
+       pg_temp.std_h(:'std_id', :'std_ts', 'v1a,' || sig), NULL) AS v1a_malformed
+FROM (VALUES (''), ('not base64!'), (substr(:'std_sig_v1a', 5)),
+             (rtrim(:'std_sig_v1a', '=')), (:'std_sig_v1a' || 'AAAA')) AS t(sig);
+-- a whpk_ key that is not 32 bytes is the application's error
+SELECT pg_temp.err($$SELECT idem_webhook_verify('standard', 'whpk_' || encode('\x0102'::bytea, 'base64'), 'p', '{}')$$) AS v1a_short_key;
+SELECT pg_temp.err($$SELECT idem_webhook_verify('standard', 'whpk_not-base64', 'p', '{}')$$) AS v1a_bad_key;
+
+-- Svix: Standard Webhooks under svix-id, svix-timestamp, svix-signature
+SELECT idem_webhook_verify('svix', :'std_secret', :'std_payload',
+       jsonb_build_object('svix-id', :'std_id', 'svix-timestamp', :'std_ts',
+                          'svix-signature', 'v1,' || :'std_sig'), NULL) AS svix_valid;
+SELECT idem_webhook_verify('svix', :'std_pk', :'std_payload',
+       jsonb_build_object('Svix-Id', :'std_id', 'Svix-Timestamp', :'std_ts',
+                          'Svix-Signature', 'v1a,' || :'std_sig_v1a'), NULL) AS svix_v1a_valid;
+SELECT idem_webhook_verify('svix', :'std_secret', :'std_payload',
+       pg_temp.std_h(:'std_id', :'std_ts', 'v1,' || :'std_sig'), NULL) AS svix_standard_headers;
+SELECT idem_webhook_verify('svix', :'std_secret_b', :'std_payload',
+       jsonb_build_object('svix-id', :'std_id', 'svix-timestamp', :'std_ts',
+                          'svix-signature', 'v1,' || :'std_sig'), NULL) AS svix_wrong_secret;
+
 -- one error shown as psql prints it
 SELECT idem_webhook_verify('paypal', 'k', 'p', '{}');
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install what building and testing idem needs, and only what is missing:
 # the PostgreSQL server, its headers and PGXS, pgcrypto (contrib), pg_cron,
-# the Perl modules of the TAP tests and a C compiler.  Debian and Ubuntu
-# packages; `apt-get update` runs only when something has to be installed.
+# the Perl modules of the TAP tests, OpenSSL's headers (idem links libcrypto)
+# and a C compiler.  Debian and Ubuntu packages; `apt-get update` runs only
+# when something has to be installed.
 # As root it installs; otherwise it uses sudo, or prints the command to run.
 set -uo pipefail
 
@@ -35,6 +36,7 @@ fi
 want "postgresql-$PG_MAJOR-cron" test -f "$PGSHARE/extension/pg_cron.control"
 want libipc-run-perl perl -MIPC::Run -e 1
 want perl command -v prove
+want libssl-dev test -f /usr/include/openssl/evp.h
 want make command -v make
 want gcc command -v gcc
 

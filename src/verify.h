@@ -1,0 +1,85 @@
+/*
+ * verify.h
+ *		What the signature schemes of idem_webhook_verify share.
+ *
+ * Each scheme is a pair of functions in the table of webhook_verify.c: one
+ * turns the configured secret into a key (raising 22023 if it cannot be
+ * one, before the request is looked at), the other checks a request with
+ * that key and answers true or false, never an error.  The request's bytes
+ * are read through Slices, never copied into C strings.
+ */
+#ifndef IDEM_VERIFY_H
+#define IDEM_VERIFY_H
+
+#include "postgres.h"
+
+#include "utils/jsonb.h"
+
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+
+/* Length of a SHA-256 digest, and so of an HMAC-SHA256 */
+#define VERIFY_MAC_LEN		32
+
+/* A run of bytes of the request or of the secret; not NUL-terminated */
+typedef struct Slice
+{
+	const char *data;
+	size_t		len;
+} Slice;
+
+/* The request as idem_webhook_verify received it */
+typedef struct VerifyRequest
+{
+	Slice		payload;		/* the raw body */
+	Jsonb	   *headers;		/* name -> string */
+	double		tolerance_usecs;	/* -1: no timestamp check */
+} VerifyRequest;
+
+/* A scheme: its name, how its secret becomes a key, how a request is checked */
+typedef struct VerifyScheme
+{
+	const char *name;
+	void	   *(*prepare) (Slice secret);
+	bool		(*verify) (void *key, const VerifyRequest *req);
+} VerifyScheme;
+
+/* The table of schemes and the arguments naming them (webhook_verify.c) */
+extern const VerifyScheme *idem_verify_scheme(Slice name);
+extern const char *idem_verify_scheme_names(void);
+extern const VerifyScheme *idem_verify_scheme_arg(FunctionCallInfo fcinfo, int argno);
+extern Slice idem_verify_secret_arg(FunctionCallInfo fcinfo, int argno);
+
+/* Bytes and headers (verify_util.c) */
+extern Slice slice_of_text(text *t);
+extern bool slice_is(Slice s, const char *word);
+extern Slice trim_ows(Slice s);
+extern bool next_element(Slice *rest, char sep, Slice *item);
+extern bool split_pair(Slice item, char sep, Slice *name, Slice *value);
+extern bool find_header(Jsonb *headers, const char *name, Slice *value);
+extern bool parse_unix_seconds(Slice s, int64 *secs);
+extern bool timestamp_acceptable(int64 secs, double tolerance_usecs);
+extern bool decode_hex(Slice s, uint8 *out, size_t outlen);
+extern uint8 *decode_base64(Slice s, size_t *len);
+extern bool decode_b64_mac(Slice s, uint8 *mac);
+extern bool mac_equal(const uint8 *a, const uint8 *b, size_t len);
+
+/*
+ * Secrets and OpenSSL objects of one call (verify_util.c).  What a scheme
+ * makes from the secret or the request is handed over here; the entry point
+ * wipes and frees all of it when the call ends, error or not.
+ */
+extern void *verify_secret_alloc(size_t len);
+extern void verify_track(void *object, void (*release) (void *));
+extern void verify_track_pkey(EVP_PKEY *key);
+extern Slice *verify_secret_bytes(Slice secret);
+extern void verify_release_all(void);
+
+/* Cryptography, all from OpenSSL's libcrypto (verify_util.c) */
+extern void hmac_sha256(const uint8 *key, size_t keylen, const Slice *parts,
+						int nparts, uint8 *mac);
+extern EVP_PKEY *verify_public_key(Slice der);
+extern bool verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
+							 int nparts, const uint8 *sig, size_t siglen);
+
+#endif							/* IDEM_VERIFY_H */

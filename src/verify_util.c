@@ -1,0 +1,517 @@
+/*
+ * verify_util.c
+ *		What the webhook signature schemes share: reading headers, lists,
+ *		timestamps, hex and base64 out of the request; the secrets and OpenSSL
+ *		objects of one call; and the cryptography, from OpenSSL's libcrypto.
+ *
+ * The request comes from whoever can reach the application's endpoint, so
+ * every reader here answers false (or NULL) on anything malformed and never
+ * raises an error; only running out of memory does.
+ */
+#include "postgres.h"
+
+#include "common/base64.h"
+#include "common/hmac.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/x509.h>
+
+#include "verify.h"
+
+/* Latest accepted unix timestamp: 9999-12-31 23:59:59 UTC */
+#define MAX_UNIX_SECS	INT64CONST(253402300799)
+
+/* Secrets and OpenSSL objects one call may hold at once */
+#define VERIFY_MAX_TRACKED	64
+
+/* A secret to wipe, or an OpenSSL object to free, when the call ends */
+typedef struct Tracked
+{
+	void	   *object;
+	void		(*release) (void *);	/* NULL: a secret, wipe and pfree */
+	size_t		wipe_len;
+} Tracked;
+
+static Tracked tracked[VERIFY_MAX_TRACKED];
+static int	ntracked = 0;
+
+/* The bytes of a text datum */
+Slice
+slice_of_text(text *t)
+{
+	Slice		s;
+
+	s.data = VARDATA_ANY(t);
+	s.len = VARSIZE_ANY_EXHDR(t);
+	return s;
+}
+
+/* Is the slice exactly the given ASCII word? */
+bool
+slice_is(Slice s, const char *word)
+{
+	size_t		len = strlen(word);
+
+	return s.len == len && memcmp(s.data, word, len) == 0;
+}
+
+/* Header names are ASCII tokens: fold only A-Z, whatever the locale */
+static bool
+header_name_equal(const char *a, size_t alen, const char *b)
+{
+	size_t		blen = strlen(b);
+
+	if (alen != blen)
+		return false;
+	for (size_t i = 0; i < alen; i++)
+	{
+		char		ca = a[i];
+		char		cb = b[i];
+
+		if (ca >= 'A' && ca <= 'Z')
+			ca += 'a' - 'A';
+		if (cb >= 'A' && cb <= 'Z')
+			cb += 'a' - 'A';
+		if (ca != cb)
+			return false;
+	}
+	return true;
+}
+
+/* Drop HTTP optional whitespace (spaces, tabs) at both ends */
+Slice
+trim_ows(Slice s)
+{
+	while (s.len > 0 && (s.data[0] == ' ' || s.data[0] == '\t'))
+	{
+		s.data++;
+		s.len--;
+	}
+	while (s.len > 0 && (s.data[s.len - 1] == ' ' || s.data[s.len - 1] == '\t'))
+		s.len--;
+	return s;
+}
+
+/*
+ * Take the next sep-separated element of *rest, trimmed, into *item; false
+ * when the list is used up.  Empty elements come back empty: callers skip
+ * them, so doubled separators are harmless.
+ */
+bool
+next_element(Slice *rest, char sep, Slice *item)
+{
+	const char *p;
+
+	if (rest->data == NULL)
+		return false;
+	p = memchr(rest->data, sep, rest->len);
+	if (p == NULL)
+	{
+		item->data = rest->data;
+		item->len = rest->len;
+		rest->data = NULL;
+		rest->len = 0;
+	}
+	else
+	{
+		item->data = rest->data;
+		item->len = p - rest->data;
+		rest->len -= item->len + 1;
+		rest->data = p + 1;
+	}
+	*item = trim_ows(*item);
+	return true;
+}
+
+/* Split "name<sep>value" at the first sep, both sides trimmed; false without sep */
+bool
+split_pair(Slice item, char sep, Slice *name, Slice *value)
+{
+	const char *p = memchr(item.data, sep, item.len);
+
+	if (p == NULL)
+		return false;
+	name->data = item.data;
+	name->len = p - item.data;
+	value->data = p + 1;
+	value->len = item.len - name->len - 1;
+	*name = trim_ows(*name);
+	*value = trim_ows(*value);
+	return true;
+}
+
+/*
+ * Find a header by case-insensitive name in a jsonb object of
+ * name -> string.  A non-object, a missing name, a non-string value or a
+ * name present twice (in different cases) all count as missing: a request
+ * whose headers are ambiguous is not one to trust.  The value is taken as
+ * it is, not trimmed: ids and timestamps are signed as sent, and the id the
+ * caller dedups on must be the very one that was signed (a padded copy of a
+ * captured delivery would otherwise verify under a new dedup key).  The
+ * signature lists trim their own entries.
+ */
+bool
+find_header(Jsonb *headers, const char *name, Slice *value)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			found = 0;
+	bool		is_string = false;
+
+	if (!JB_ROOT_IS_OBJECT(headers))
+		return false;
+
+	it = JsonbIteratorInit(&headers->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		bool		match;
+
+		if (tok != WJB_KEY)
+			continue;
+		match = header_name_equal(v.val.string.val, v.val.string.len, name);
+		/* the key's value; nested containers come back whole */
+		tok = JsonbIteratorNext(&it, &v, true);
+		if (!match || tok != WJB_VALUE)
+			continue;
+		found++;
+		is_string = (v.type == jbvString);
+		if (is_string)
+		{
+			value->data = v.val.string.val;
+			value->len = v.val.string.len;
+		}
+	}
+	return found == 1 && is_string;
+}
+
+/* Unix seconds written as plain decimal digits, up to year 9999 */
+bool
+parse_unix_seconds(Slice s, int64 *secs)
+{
+	int64		result = 0;
+
+	if (s.len == 0)
+		return false;
+	for (size_t i = 0; i < s.len; i++)
+	{
+		if (s.data[i] < '0' || s.data[i] > '9')
+			return false;
+		result = result * 10 + (s.data[i] - '0');
+		if (result > MAX_UNIX_SECS)
+			return false;
+	}
+	*secs = result;
+	return true;
+}
+
+/*
+ * Is the timestamp within tolerance of the wall clock, in either direction?
+ * A negative tolerance_usecs means no check.  Both sides stay far from
+ * int64 overflow: secs is bounded by year 9999 and the clock by the
+ * timestamp range.
+ */
+bool
+timestamp_acceptable(int64 secs, double tolerance_usecs)
+{
+	int64		now_unix_usecs;
+	int64		diff;
+
+	if (tolerance_usecs < 0)
+		return true;
+	now_unix_usecs = GetCurrentTimestamp() +
+		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+	diff = now_unix_usecs - secs * USECS_PER_SEC;
+	if (diff < 0)
+		diff = -diff;
+	return (double) diff <= tolerance_usecs;
+}
+
+/* Value of one hex digit, or -1 */
+static int
+hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Exactly 2 * outlen hex digits into out; anything else is false */
+bool
+decode_hex(Slice s, uint8 *out, size_t outlen)
+{
+	if (s.len != outlen * 2)
+		return false;
+	for (size_t i = 0; i < outlen; i++)
+	{
+		int			hi = hex_value(s.data[2 * i]);
+		int			lo = hex_value(s.data[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return false;
+		out[i] = (uint8) ((hi << 4) | lo);
+	}
+	return true;
+}
+
+/*
+ * Is text exactly the padded standard base64 of the bytes it decoded to?
+ * pg_b64_decode accepts more than that (data after the padding, stray low
+ * bits in the last character): a signature has one accepted spelling, and
+ * a secret mangled that way fails on the first call instead of making every
+ * delivery's signature mismatch.
+ */
+static bool
+base64_is_canonical(const char *bytes, int len, Slice text)
+{
+	int			encmax = pg_b64_enc_len(len);
+	char	   *again = palloc(encmax);
+	int			enclen = pg_b64_encode(bytes, len, again, encmax);
+	bool		same = (enclen >= 0 && (size_t) enclen == text.len &&
+						memcmp(again, text.data, text.len) == 0);
+
+	/* the text may be a secret */
+	explicit_bzero(again, encmax);
+	pfree(again);
+	return same;
+}
+
+/*
+ * The bytes of canonical padded standard base64, in memory wiped when the
+ * call ends (it may be a key); NULL if s is empty or not exactly that.
+ */
+uint8 *
+decode_base64(Slice s, size_t *len)
+{
+	int			max;
+	uint8	   *out;
+	int			n;
+
+	/* pg_b64_dec_len computes len * 3 in an int */
+	if (s.len == 0 || s.len > PG_INT32_MAX / 3)
+		return NULL;
+	max = pg_b64_dec_len((int) s.len);
+	out = verify_secret_alloc(max);
+	n = pg_b64_decode(s.data, (int) s.len, (char *) out, max);
+	if (n <= 0 || !base64_is_canonical((char *) out, n, s))
+		return NULL;
+	*len = (size_t) n;
+	return out;
+}
+
+/* Exactly the canonical padded base64 of a 32-byte MAC */
+bool
+decode_b64_mac(Slice s, uint8 *mac)
+{
+	char		buf[VERIFY_MAC_LEN + 3];
+
+	if (s.len != 44)
+		return false;
+	if (pg_b64_decode(s.data, (int) s.len, buf, sizeof(buf)) != VERIFY_MAC_LEN ||
+		!base64_is_canonical(buf, VERIFY_MAC_LEN, s))
+		return false;
+	memcpy(mac, buf, VERIFY_MAC_LEN);
+	return true;
+}
+
+/* Compare two MACs in time independent of where they differ */
+bool
+mac_equal(const uint8 *a, const uint8 *b, size_t len)
+{
+	return CRYPTO_memcmp(a, b, len) == 0;
+}
+
+/* Track an object for verify_release_all; an error if too many */
+static void
+track(void *object, void (*release) (void *), size_t wipe_len)
+{
+	if (ntracked >= VERIFY_MAX_TRACKED)
+	{
+		if (release != NULL)
+			release(object);
+		else
+			explicit_bzero(object, wipe_len);
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many keys or certificates in one webhook verification"),
+				 errdetail("At most %d can be used at once.", VERIFY_MAX_TRACKED)));
+	}
+	tracked[ntracked].object = object;
+	tracked[ntracked].release = release;
+	tracked[ntracked].wipe_len = wipe_len;
+	ntracked++;
+}
+
+/* Memory for a secret (or what is derived from one), wiped when the call ends */
+void *
+verify_secret_alloc(size_t len)
+{
+	void	   *p = palloc0(len);
+
+	track(p, NULL, len);
+	return p;
+}
+
+/* Free an OpenSSL object (or run release on anything) when the call ends */
+void
+verify_track(void *object, void (*release) (void *))
+{
+	track(object, release, 0);
+}
+
+/*
+ * Wipe the secrets and free the OpenSSL objects of the call, newest first;
+ * the entry point calls it whether the call returns or raises an error
+ */
+void
+verify_release_all(void)
+{
+	while (ntracked > 0)
+	{
+		Tracked    *t = &tracked[--ntracked];
+
+		if (t->release != NULL)
+			t->release(t->object);
+		else
+		{
+			explicit_bzero(t->object, t->wipe_len);
+			pfree(t->object);
+		}
+	}
+	ERR_clear_error();
+}
+
+/*
+ * HMAC-SHA256 of the concatenated parts.  PostgreSQL's HMAC, which a server
+ * built with OpenSSL (as Debian's is) computes with libcrypto.
+ */
+void
+hmac_sha256(const uint8 *key, size_t keylen, const Slice *parts, int nparts,
+			uint8 *mac)
+{
+	pg_hmac_ctx *ctx = pg_hmac_create(PG_SHA256);
+	bool		ok;
+
+	if (ctx == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	ok = pg_hmac_init(ctx, key, keylen) == 0;
+	for (int i = 0; ok && i < nparts; i++)
+		ok = pg_hmac_update(ctx, (const uint8 *) parts[i].data, parts[i].len) == 0;
+	ok = ok && pg_hmac_final(ctx, mac, VERIFY_MAC_LEN) == 0;
+	if (!ok)
+	{
+		const char *reason = pg_hmac_error(ctx);
+
+		pg_hmac_free(ctx);
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not compute HMAC-SHA256: %s", reason)));
+	}
+	pg_hmac_free(ctx);
+}
+
+/* Release an EVP_PKEY (for verify_track) */
+static void
+release_pkey(void *p)
+{
+	EVP_PKEY_free((EVP_PKEY *) p);
+}
+
+/* Free a public key when the call ends */
+void
+verify_track_pkey(EVP_PKEY *key)
+{
+	verify_track(key, release_pkey);
+}
+
+/* A copy of the secret's bytes, as the key of an HMAC, wiped at the end */
+Slice *
+verify_secret_bytes(Slice secret)
+{
+	Slice	   *key = verify_secret_alloc(sizeof(Slice) + secret.len);
+	char	   *bytes = (char *) (key + 1);
+
+	memcpy(bytes, secret.data, secret.len);
+	key->data = bytes;
+	key->len = secret.len;
+	return key;
+}
+
+/*
+ * The public key of DER SubjectPublicKeyInfo bytes, freed when the call
+ * ends; NULL if they are not exactly one
+ */
+EVP_PKEY *
+verify_public_key(Slice der)
+{
+	const unsigned char *p = (const unsigned char *) der.data;
+	EVP_PKEY   *key;
+
+	if (der.len == 0 || der.len > PG_INT32_MAX)
+		return NULL;
+	key = d2i_PUBKEY(NULL, &p, (long) der.len);
+	if (key == NULL)
+		return NULL;
+	verify_track_pkey(key);
+	if (p != (const unsigned char *) der.data + der.len)
+		return NULL;			/* trailing bytes */
+	return key;
+}
+
+/*
+ * Does sig sign the concatenated parts under key?  md is the digest of an
+ * RSA (PKCS#1 v1.5) signature, or NULL for Ed25519, which signs the message
+ * itself.
+ */
+bool
+verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
+				 int nparts, const uint8 *sig, size_t siglen)
+{
+	char	   *msg = NULL;
+	size_t		len = 0;
+	EVP_MD_CTX *ctx;
+	bool		ok;
+
+	/* Ed25519 takes the whole message at once: join it before OpenSSL holds anything */
+	if (md == NULL)
+	{
+		char	   *p;
+
+		for (int i = 0; i < nparts; i++)
+			len += parts[i].len;
+		p = msg = palloc(len + 1);
+		for (int i = 0; i < nparts; i++)
+		{
+			memcpy(p, parts[i].data, parts[i].len);
+			p += parts[i].len;
+		}
+	}
+	ctx = EVP_MD_CTX_new();
+	if (ctx == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	ok = EVP_DigestVerifyInit(ctx, NULL, md, NULL, key) == 1;
+	if (md == NULL)
+		ok = ok && EVP_DigestVerify(ctx, sig, siglen, (const unsigned char *) msg, len) == 1;
+	else
+	{
+		for (int i = 0; ok && i < nparts; i++)
+			ok = EVP_DigestVerifyUpdate(ctx, parts[i].data, parts[i].len) == 1;
+		ok = ok && EVP_DigestVerifyFinal(ctx, sig, siglen) == 1;
+	}
+	EVP_MD_CTX_free(ctx);
+	ERR_clear_error();
+	if (msg != NULL)
+		pfree(msg);
+	return ok;
+}
