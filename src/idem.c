@@ -3,7 +3,8 @@
  *		Module entry point: settings, shared memory hooks, the purge worker.
  *
  * Every SQL function works when the library is loaded on demand.  Only the
- * counters and the purge worker need shared_preload_libraries = 'idem'.
+ * counters and the purge worker need shared_preload_libraries = 'idem'; in
+ * binary-upgrade mode (pg_upgrade) the purge worker is not registered.
  */
 #include "postgres.h"
 
@@ -41,6 +42,7 @@ idem_shmem_request(void)
 		prev_shmem_request_hook();
 #endif
 	idem_stats_shmem_request();
+	idem_purge_worker_shmem_request();
 }
 
 /* Attach to, or create, the counters in shared memory */
@@ -50,6 +52,7 @@ idem_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	idem_stats_shmem_startup();
+	idem_purge_worker_shmem_startup();
 }
 
 /* Define the idem.* settings */
@@ -119,5 +122,10 @@ _PG_init(void)
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = idem_shmem_startup;
 
-	idem_purge_worker_register();
+	/*
+	 * pg_upgrade's servers must run nothing of their own: a worker would
+	 * connect to a database that pg_upgrade is about to drop or fill.
+	 */
+	if (!IsBinaryUpgrade)
+		idem_purge_worker_register();
 }

@@ -62,7 +62,12 @@ extern void idem_stats_shmem_startup(void);
 extern void idem_stats_count(IdemCounter counter, int64 n);
 extern void idem_stats_note_purge(TimestampTz when);
 
-/* Purge worker (purge_worker.c) */
+/* One purge batch in the current transaction (purge.c) */
+extern int64 idem_purge_batch(int64 limit);
+
+/* Purge launcher and workers (purge_worker.c) */
+extern void idem_purge_worker_shmem_request(void);
+extern void idem_purge_worker_shmem_startup(void);
 extern void idem_purge_worker_register(void);
 
 /*

@@ -2,10 +2,12 @@
  * purge.c
  *		idem_purge: delete expired keys and webhook records in one batch.
  *
- * Called by the purge worker, by pg_cron, or by hand.  It walks each
- * table's expires_at index up to now and deletes what it may: a row whose
- * key a live transaction holds or is writing is skipped (the next pass gets
- * it), and a processing row whose lease has not run out is never removed.
+ * idem_purge_batch() does the work; the SQL function idem_purge() (run by
+ * pg_cron or by hand) and the purge worker, which calls it directly and runs
+ * no SQL, both go through it.  It walks each table's expires_at index up to
+ * now and deletes what it may: a row whose key a live transaction holds or
+ * is writing is skipped (the next pass gets it), and a processing row whose
+ * lease has not run out is never removed.
  */
 #include "postgres.h"
 
@@ -73,22 +75,17 @@ purge_table(IdemTable which, TimestampTz now, int64 limit)
 	return deleted;
 }
 
-/* idem_purge(batch_size): delete expired rows, at most batch_size; returns how many */
-Datum
-idem_purge(PG_FUNCTION_ARGS)
+/*
+ * Delete at most limit (> 0) expired rows, keys first, in the current
+ * transaction; count them and note the purge.  Returns how many.
+ */
+int64
+idem_purge_batch(int64 limit)
 {
-	int64		limit = idem_purge_batch_size;
 	TimestampTz now = GetCurrentTimestamp();
 	int64		deleted;
 
-	if (!PG_ARGISNULL(0))
-	{
-		limit = PG_GETARG_INT32(0);
-		if (limit <= 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("batch_size must be positive")));
-	}
+	Assert(limit > 0);
 	idem_check_writable("idem_purge()");
 
 	deleted = purge_table(IDEM_KEYS, now, limit);
@@ -99,5 +96,22 @@ idem_purge(PG_FUNCTION_ARGS)
 
 	idem_stats_count(IDEM_STAT_PURGED, deleted);
 	idem_stats_note_purge(now);
-	PG_RETURN_INT64(deleted);
+	return deleted;
+}
+
+/* idem_purge(batch_size): delete expired rows, at most batch_size; returns how many */
+Datum
+idem_purge(PG_FUNCTION_ARGS)
+{
+	int64		limit = idem_purge_batch_size;
+
+	if (!PG_ARGISNULL(0))
+	{
+		limit = PG_GETARG_INT32(0);
+		if (limit <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("batch_size must be positive")));
+	}
+	PG_RETURN_INT64(idem_purge_batch(limit));
 }

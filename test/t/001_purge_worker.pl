@@ -1,5 +1,7 @@
-# The purge worker: waits for the extension, purges on its own, leaves rows
-# that a live transaction holds, follows reloads, comes back after a crash.
+# The purge worker: a launcher connected to no database starts one worker
+# per pass in idem.database; it waits for the extension, purges on its own,
+# leaves rows that a live transaction holds, survives failing passes and
+# workers that die, follows reloads, comes back after a crash.
 use strict;
 use warnings;
 
@@ -18,8 +20,35 @@ restart_after_crash = on
 ));
 $node->start;
 
-my $worker_pid_sql =
-  "SELECT pid FROM pg_stat_activity WHERE backend_type = 'idem purge worker'";
+my $launcher_pid_sql =
+  "SELECT pid FROM pg_stat_activity WHERE backend_type = 'idem purge launcher'";
+
+# Wait until the launcher has ended a pass that started after this call.  It
+# shows a pass as its query: query_start is the start of its last pass, state
+# goes back to idle when the pass's worker has exited.
+sub wait_for_pass
+{
+	my $since = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+	return $node->poll_query_until('postgres',
+		"SELECT state = 'idle' AND query_start > '$since' FROM pg_stat_activity"
+		  . " WHERE backend_type = 'idem purge launcher'");
+}
+
+# The pid of a pass's worker, other than $gone (which must have exited),
+# once it waits for a lock in database $db
+sub wait_for_blocked_worker
+{
+	my ($db, $gone) = @_;
+	$gone //= 0;
+	$node->poll_query_until('postgres',
+		"SELECT NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $gone)")
+	  or return '';
+	my $sql = "SELECT pid FROM pg_stat_activity WHERE backend_type = 'idem purge worker'"
+	  . " AND datname = '$db' AND wait_event_type = 'Lock'";
+	$node->poll_query_until('postgres', "SELECT EXISTS ($sql)")
+	  or return '';
+	return $node->safe_psql('postgres', $sql);
+}
 
 # Number of rows, expired or not, left in both tables
 sub rows_left
@@ -47,19 +76,17 @@ sub make_expired
 
 # --- Before CREATE EXTENSION: the worker waits and says so once ---
 
-my $pid = $node->safe_psql('postgres', $worker_pid_sql);
-like($pid, qr/^\d+$/, 'one worker is running');
-is($node->safe_psql('postgres', "SELECT datname FROM pg_stat_activity WHERE pid = $pid"),
-	'postgres', 'it shows in pg_stat_activity, connected to idem.database');
+$node->poll_query_until('postgres', "SELECT EXISTS ($launcher_pid_sql)");
+my $pid = $node->safe_psql('postgres', $launcher_pid_sql);
+like($pid, qr/^\d+$/, 'one launcher is running');
+is( $node->safe_psql('postgres',
+		"SELECT datname IS NULL FROM pg_stat_activity WHERE pid = $pid"),
+	't', 'it shows in pg_stat_activity, connected to no database');
 
 $node->wait_for_log(qr/waiting for extension "idem" to be created in database "postgres"/);
-# Each pass shows in query_start; two more passes must log nothing more.
-my $seen_at = $node->safe_psql('postgres', 'SELECT now()');
-ok( $node->poll_query_until(
-		'postgres',
-		"SELECT query_start > '$seen_at'::timestamptz + interval '2 s' FROM pg_stat_activity WHERE pid = $pid"
-	),
-	'the worker keeps passing while the extension is missing');
+# Each pass is a worker of its own; two more passes must log nothing more.
+ok(wait_for_pass() && wait_for_pass(),
+	'the launcher keeps running passes while the extension is missing');
 my $waits = () = slurp_file($node->logfile) =~ /waiting for extension "idem"/g;
 is($waits, 1, 'the missing extension is logged once, not every pass');
 
@@ -95,10 +122,8 @@ ok( $node->poll_query_until(
 		'postgres',
 		"SELECT count(*) FROM idem.keys WHERE key LIKE 'around-%'", '0'),
 	'other expired keys are purged while one is held');
-is( $node->safe_psql(
-		'postgres', "SELECT count(*) FROM pg_stat_activity WHERE pid = $pid AND wait_event_type = 'Lock'"),
-	'0',
-	'the worker does not wait for the held key');
+# A worker that waited for the key would never end its pass.
+ok(wait_for_pass(), 'passes go on ending while the key is held');
 is($node->safe_psql('postgres', "SELECT count(*) FROM idem.keys WHERE key = 'held-1'"),
 	'1', 'the held key is left alone');
 $held->query_safe('COMMIT');
@@ -116,10 +141,10 @@ $node->reload;
 $node->wait_for_log(
 	qr/ERROR:  cannot execute idem_purge\(\) in a read-only transaction.*\n(.*\n)*.*ERROR:  cannot execute idem_purge\(\)/,
 	$log_offset);
-is($node->safe_psql('postgres', $worker_pid_sql),
-	$pid, 'a pass that fails does not end the worker');
+is($node->safe_psql('postgres', $launcher_pid_sql),
+	$pid, 'a pass that fails does not end the launcher');
 like(slurp_file($node->logfile, $log_offset),
-	qr/CONTEXT:  .*\n.*idem purge worker purging database "postgres"/,
+	qr/ERROR:  cannot execute idem_purge\(\).*\n.*CONTEXT:  idem purge worker purging database "postgres"/,
 	'the error says what the worker was doing');
 $node->append_conf('postgresql.conf', 'default_transaction_read_only = off');
 $node->reload;
@@ -131,7 +156,8 @@ ok( $node->poll_query_until(
 
 $node->append_conf('postgresql.conf', "idem.purge_interval = 0\nidem.purge_batch_size = 7");
 $node->restart;
-$pid = $node->safe_psql('postgres', $worker_pid_sql);
+$node->poll_query_until('postgres', "SELECT EXISTS ($launcher_pid_sql)");
+$pid = $node->safe_psql('postgres', $launcher_pid_sql);
 make_expired('paused', 40);
 # Nothing can be polled for here: absence of passes needs some time to pass.
 sleep(2);
@@ -140,7 +166,10 @@ is( $node->safe_psql(
 	'40', 'with idem.purge_interval = 0 expired keys stay');
 is( $node->safe_psql(
 		'postgres', "SELECT query_start IS NULL FROM pg_stat_activity WHERE pid = $pid"),
-	't', 'and the paused worker has not run a pass');
+	't', 'and the paused launcher has not started a pass');
+is( $node->safe_psql(
+		'postgres', "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idem purge worker'"),
+	'0', 'so nothing is connected to idem.database');
 
 # An hour's interval: the pass that ends the pause is the only one in
 # sight, so it must go on batch after batch (7 rows each) until none is left.
@@ -149,26 +178,47 @@ $node->reload;
 ok( $node->poll_query_until(
 		'postgres', "SELECT count(*) FROM idem.keys WHERE key LIKE 'paused-%'", '0'),
 	'after a reload that ends the pause one pass purges them all, batch by batch');
-is($node->safe_psql('postgres', $worker_pid_sql), $pid, 'without restarting');
+is($node->safe_psql('postgres', $launcher_pid_sql), $pid, 'without restarting');
 $node->append_conf('postgresql.conf', "idem.purge_interval = '1s'\nidem.purge_batch_size = 10000");
 $node->reload;
 
-# --- SIGTERM ends it, the postmaster starts it again ---
+# --- A worker that dies; SIGTERM ends the launcher and its pass ---
+
+# A lock on idem.keys holds the next pass's worker, in idem.database.
+make_expired('locked', 10);
+my $locker = $node->background_psql('postgres');
+$locker->query_safe('BEGIN; LOCK TABLE idem.keys IN ACCESS EXCLUSIVE MODE;');
+my $worker = wait_for_blocked_worker('postgres');
+like($worker, qr/^\d+$/,
+	'a pass runs in a worker of its own, connected to idem.database');
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($worker)");
+$worker = wait_for_blocked_worker('postgres', $worker);
+like($worker, qr/^\d+$/, 'a terminated worker is replaced at the next interval');
+is($node->safe_psql('postgres', $launcher_pid_sql),
+	$pid, 'by the same launcher');
 
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
 ok( $node->poll_query_until(
+		'postgres', "SELECT count(*) FROM pg_stat_activity WHERE pid IN ($pid, $worker)", '0'),
+	'a terminated launcher ends the pass it started');
+ok( $node->poll_query_until(
 		'postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem purge worker' AND pid <> $pid"),
-	'a terminated worker is started again');
-$pid = $node->safe_psql('postgres', $worker_pid_sql);
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem purge launcher' AND pid <> $pid"),
+	'and is started again');
+$pid = $node->safe_psql('postgres', $launcher_pid_sql);
+$locker->query_safe('COMMIT');
+$locker->quit;
+ok( $node->poll_query_until(
+		'postgres', "SELECT count(*) FROM idem.keys WHERE key LIKE 'locked-%'", '0'),
+	'once the lock is gone, purging goes on');
 
-# --- kill -9: the postmaster reinitialises, the worker comes back ---
+# --- kill -9: the postmaster reinitialises, the launcher comes back ---
 
 kill 'KILL', $pid;
 ok( $node->poll_query_until(
 		'postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem purge worker' AND pid <> $pid"),
-	'a killed worker is started again');
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem purge launcher' AND pid <> $pid"),
+	'a killed launcher is started again');
 make_expired('after-crash', 10);
 ok( $node->poll_query_until(
 		'postgres', "SELECT count(*) FROM idem.keys WHERE key LIKE 'after-crash-%'", '0'),

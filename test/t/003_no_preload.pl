@@ -44,8 +44,8 @@ is( $node->safe_psql(
 
 is( $node->safe_psql(
 		'postgres',
-		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idem purge worker'"),
-	'0', 'no worker runs');
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'idem purge %'"),
+	'0', 'no purge launcher or worker runs');
 
 my ($ret, $out, $err) = $node->psql('postgres', 'SELECT * FROM idem_stats',
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
