@@ -35,6 +35,8 @@ if [ -x "$PGLIB/bin/postgres" ]; then
 fi
 want "postgresql-$PG_MAJOR-cron" test -f "$PGSHARE/extension/pg_cron.control"
 want libipc-run-perl perl -MIPC::Run -e 1
+# DBD::Pg (and DBI): the two client sessions of the claim fuzzer
+want libdbd-pg-perl perl -MDBD::Pg -e 1
 want perl command -v prove
 want libssl-dev test -f /usr/include/openssl/evp.h
 want make command -v make
@@ -58,7 +60,7 @@ echo "Installing what is missing: ${missing[*]}" >&2
 
 if ! command -v apt-get >/dev/null 2>&1; then
 	echo "No apt-get here: install PostgreSQL $PG_MAJOR with its server headers (PGXS)," >&2
-	echo "pgcrypto, pg_cron, the Perl module IPC::Run, make and a C compiler, then run this again." >&2
+	echo "pgcrypto, pg_cron, the Perl modules IPC::Run and DBD::Pg, make and a C compiler, then run this again." >&2
 	exit 1
 fi
 
