@@ -82,4 +82,44 @@ extern EVP_PKEY *verify_public_key(Slice der);
 extern bool verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 							 int nparts, const uint8 *sig, size_t siglen);
 
+/*
+ * PEM (verify_util.c): the objects of the PEM blocks of a text, read with
+ * OpenSSL.  Text outside the blocks is ignored, as RFC 7468 says.
+ */
+typedef enum VerifyPem
+{
+	VERIFY_PEM_END,				/* no more blocks */
+	VERIFY_PEM_CERTIFICATE,		/* "CERTIFICATE" */
+	VERIFY_PEM_PUBLIC_KEY,		/* "PUBLIC KEY" or "RSA PUBLIC KEY" */
+	VERIFY_PEM_INVALID			/* anything else, or malformed */
+} VerifyPem;
+
+extern BIO *verify_pem_open(Slice text);
+extern VerifyPem verify_pem_next(BIO *bio, X509 **cert, EVP_PKEY **key);
+extern STACK_OF(X509) *verify_pem_certificates(Slice text);
+
+/*
+ * Forms (verify_util.c): application/x-www-form-urlencoded bodies, as the
+ * Chinese gateways send their notifications.  Names and values are decoded
+ * ("+" is a space, "%XX" a byte) and sorted by name, bytewise.
+ */
+typedef struct FormParam
+{
+	Slice		name;
+	Slice		value;
+} FormParam;
+
+typedef struct Form
+{
+	FormParam  *params;			/* sorted by name, no name twice */
+	int			nparams;
+	bool		literal_non_ascii;	/* bytes above 0x7F not %-encoded */
+} Form;
+
+extern bool form_decode(Slice body, int encoding, Form *form);
+extern bool form_decode_charset(Slice body, const char *charset_param, Form *form);
+extern bool form_get(const Form *form, const char *name, Slice *value);
+extern Slice form_signed_string(const Form *form, const char *const *skip,
+								bool skip_empty);
+
 #endif							/* IDEM_VERIFY_H */

@@ -10,13 +10,16 @@
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "common/base64.h"
 #include "common/hmac.h"
+#include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/x509.h>
 
 #include "verify.h"
@@ -26,6 +29,15 @@
 
 /* Secrets and OpenSSL objects one call may hold at once */
 #define VERIFY_MAX_TRACKED	64
+
+/*
+ * Most parameters a form may have: a gateway's notification has a few
+ * dozen, and a cap keeps a hostile body from costing more than its size.
+ */
+#define FORM_MAX_PARAMS		100000
+
+/* Bytes of literal text a form decoder converts at once */
+#define FORM_CONVERT_CHUNK	65536
 
 /* A secret to wipe, or an OpenSSL object to free, when the call ends */
 typedef struct Tracked
@@ -514,4 +526,455 @@ verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 	if (msg != NULL)
 		pfree(msg);
 	return ok;
+}
+
+/* Release a memory BIO (for verify_track) */
+static void
+release_bio(void *p)
+{
+	BIO_free((BIO *) p);
+}
+
+/* Release a stack of certificates and the certificates (for verify_track) */
+static void
+release_certificates(void *p)
+{
+	sk_X509_pop_free((STACK_OF(X509) *) p, X509_free);
+}
+
+/*
+ * A BIO reading the text, freed when the call ends.  The text is not
+ * copied: it must stay as it is while the BIO is read.
+ */
+BIO *
+verify_pem_open(Slice text)
+{
+	BIO		   *bio;
+
+	if (text.len > PG_INT32_MAX)
+		text.len = PG_INT32_MAX;	/* a text is never that long */
+	bio = BIO_new_mem_buf(text.data, (int) text.len);
+	if (bio == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	verify_track(bio, release_bio);
+	return bio;
+}
+
+/*
+ * Read the next PEM block of bio: a certificate into *cert, a public key
+ * (SubjectPublicKeyInfo, or PKCS#1 for "RSA PUBLIC KEY") into *key.  The
+ * object is the caller's to track or free; nothing else is returned.  A
+ * block of another type, with headers (an encrypted one), whose base64 or
+ * DER is malformed, or whose DER has bytes after the object, is
+ * VERIFY_PEM_INVALID; no block left is VERIFY_PEM_END.  OpenSSL's buffers
+ * are freed before returning, and nothing here raises an error.
+ */
+VerifyPem
+verify_pem_next(BIO *bio, X509 **cert, EVP_PKEY **key)
+{
+	char	   *name = NULL;
+	char	   *header = NULL;
+	unsigned char *data = NULL;
+	long		len = 0;
+	const unsigned char *p;
+	VerifyPem	result = VERIFY_PEM_INVALID;
+
+	*cert = NULL;
+	*key = NULL;
+	ERR_clear_error();
+	if (!PEM_read_bio(bio, &name, &header, &data, &len))
+	{
+		unsigned long err = ERR_peek_last_error();
+
+		ERR_clear_error();
+		if (ERR_GET_LIB(err) == ERR_LIB_PEM &&
+			ERR_GET_REASON(err) == PEM_R_NO_START_LINE)
+			return VERIFY_PEM_END;
+		return VERIFY_PEM_INVALID;
+	}
+	p = data;
+	if (header[0] != '\0')
+		;						/* Proc-Type and the like: not ours */
+	else if (strcmp(name, PEM_STRING_X509) == 0)
+	{
+		*cert = d2i_X509(NULL, &p, len);
+		if (*cert != NULL)
+			result = VERIFY_PEM_CERTIFICATE;
+	}
+	else if (strcmp(name, PEM_STRING_PUBLIC) == 0 ||
+			 strcmp(name, PEM_STRING_RSA_PUBLIC) == 0)
+	{
+		if (strcmp(name, PEM_STRING_PUBLIC) == 0)
+			*key = d2i_PUBKEY(NULL, &p, len);
+		else
+			*key = d2i_PublicKey(EVP_PKEY_RSA, NULL, &p, len);
+		if (*key != NULL)
+			result = VERIFY_PEM_PUBLIC_KEY;
+	}
+	if (result != VERIFY_PEM_INVALID && p != data + len)
+	{
+		/* trailing bytes after the object */
+		X509_free(*cert);
+		EVP_PKEY_free(*key);
+		*cert = NULL;
+		*key = NULL;
+		result = VERIFY_PEM_INVALID;
+	}
+	OPENSSL_free(name);
+	OPENSSL_free(header);
+	OPENSSL_free(data);
+	ERR_clear_error();
+	return result;
+}
+
+/*
+ * The certificates of a PEM text, in order, freed when the call ends; NULL
+ * if it has none, or a block that is not a well-formed certificate.
+ */
+STACK_OF(X509) *
+verify_pem_certificates(Slice text)
+{
+	BIO		   *bio = verify_pem_open(text);
+	STACK_OF(X509) *certs = sk_X509_new_null();
+	X509	   *cert;
+	EVP_PKEY   *key;
+	VerifyPem	what;
+
+	if (certs == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	verify_track(certs, release_certificates);
+	while ((what = verify_pem_next(bio, &cert, &key)) == VERIFY_PEM_CERTIFICATE)
+	{
+		if (!sk_X509_push(certs, cert))
+		{
+			X509_free(cert);
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+		}
+	}
+	EVP_PKEY_free(key);
+	if (what != VERIFY_PEM_END || sk_X509_num(certs) == 0)
+		return NULL;
+	return certs;
+}
+
+/*
+ * Append the characters src[0..n), whole characters of encoding from, to
+ * *out in encoding to, advancing *out; false if one of them has no
+ * equivalent there.  Goes through UTF-8 when the two encodings have no
+ * conversion of their own (EUC_CN to GBK, say).  *out must have room for
+ * what the conversion gives, at most MAX_CONVERSION_GROWTH bytes a byte.
+ */
+static bool
+convert_chars(const char *src, size_t n, int from, int to, char **out)
+{
+	Oid			proc = FindDefaultConversionProc(from, to);
+	int			buflen = FORM_CONVERT_CHUNK * MAX_CONVERSION_GROWTH + 8;
+	char	   *buf;
+	bool		ok = true;
+
+	if (!OidIsValid(proc))
+	{
+		char	   *utf8;
+		char	   *end;
+
+		if (from == PG_UTF8 || to == PG_UTF8)
+			return false;
+		end = utf8 = palloc_extended(n * MAX_CONVERSION_GROWTH + 1, MCXT_ALLOC_HUGE);
+		ok = convert_chars(src, n, from, PG_UTF8, &end) &&
+			convert_chars(utf8, end - utf8, PG_UTF8, to, out);
+		pfree(utf8);
+		return ok;
+	}
+	buf = palloc(buflen);
+	while (n > 0)
+	{
+		int			chunk = (int) Min(n, FORM_CONVERT_CHUNK);
+		int			done;
+		size_t		outlen;
+
+		/* stops before a character it cannot convert, or one cut by the chunk */
+		done = pg_do_encoding_conversion_buf(proc, from, to,
+											 (unsigned char *) src, chunk,
+											 (unsigned char *) buf, buflen, true);
+		if (done <= 0)
+		{
+			ok = false;
+			break;
+		}
+		outlen = strlen(buf);
+		memcpy(*out, buf, outlen);
+		*out += outlen;
+		src += done;
+		n -= done;
+	}
+	pfree(buf);
+	return ok;
+}
+
+/*
+ * Decode one name or value of a form to *out, advancing it: "+" is a space
+ * and "%XX" the byte XX, taken as they are; bytes above 0x7F that are not
+ * %-encoded are characters of the database encoding (from), converted to
+ * the form's encoding (to).  False on a "%" without two hex digits after
+ * it, or a character the form's encoding lacks.
+ */
+static bool
+form_unescape(Slice raw, int from, int to, char **out)
+{
+	const char *p = raw.data;
+	const char *end = raw.data + raw.len;
+	char	   *o = *out;
+
+	while (p < end)
+	{
+		unsigned char c = (unsigned char) *p;
+
+		if (c == '+')
+		{
+			*o++ = ' ';
+			p++;
+		}
+		else if (c == '%')
+		{
+			int			hi;
+			int			lo;
+
+			if (end - p < 3 || (hi = hex_value(p[1])) < 0 ||
+				(lo = hex_value(p[2])) < 0)
+				return false;
+			*o++ = (char) ((hi << 4) | lo);
+			p += 3;
+		}
+		else if (c < 0x80 || from == to || from == PG_SQL_ASCII)
+		{
+			*o++ = (char) c;
+			p++;
+		}
+		else
+		{
+			/* in a server encoding every byte of a multibyte character is above 0x7F */
+			const char *run = p;
+
+			while (p < end && (unsigned char) *p >= 0x80)
+				p++;
+			if (!convert_chars(run, p - run, from, to, &o))
+				return false;
+		}
+	}
+	*out = o;
+	return true;
+}
+
+/* Order form parameters by name, bytewise, a prefix first */
+static int
+form_param_cmp(const void *a, const void *b)
+{
+	const Slice *x = &((const FormParam *) a)->name;
+	const Slice *y = &((const FormParam *) b)->name;
+	int			c = memcmp(x->data, y->data, Min(x->len, y->len));
+
+	if (c != 0)
+		return c;
+	return x->len < y->len ? -1 : x->len > y->len ? 1 : 0;
+}
+
+/*
+ * Decode an application/x-www-form-urlencoded body into form: its
+ * parameters ("name=value", "&"-separated; a name alone has an empty
+ * value; empty pieces between "&" are skipped), decoded by form_unescape
+ * into encoding, and sorted by name.  False, never an error, on a
+ * malformed %-escape, an empty name, a name given twice (which of the two
+ * the signer meant is unknowable), a character encoding lacks, or more
+ * than FORM_MAX_PARAMS pieces.  Sorting once keeps a body of many
+ * parameters O(n log n).
+ */
+bool
+form_decode(Slice body, int encoding, Form *form)
+{
+	int			db = GetDatabaseEncoding();
+	size_t		npieces = 1;
+	size_t		buflen;
+	char	   *o;
+	Slice		rest = body;
+	int			n = 0;
+
+	form->params = NULL;
+	form->nparams = 0;
+	form->literal_non_ascii = false;
+	for (size_t i = 0; i < body.len; i++)
+	{
+		if (body.data[i] == '&')
+		{
+			if (++npieces > FORM_MAX_PARAMS)
+				return false;
+		}
+		else if ((unsigned char) body.data[i] >= 0x80)
+			form->literal_non_ascii = true;
+	}
+	if (body.len == 0)
+		return true;
+
+	buflen = body.len + 1;
+	if (form->literal_non_ascii && encoding != db)
+		buflen = body.len * MAX_CONVERSION_GROWTH + 1;
+	o = palloc_extended(buflen, MCXT_ALLOC_HUGE);
+	form->params = palloc(npieces * sizeof(FormParam));
+
+	while (rest.len > 0)
+	{
+		const char *amp = memchr(rest.data, '&', rest.len);
+		Slice		piece = {rest.data, amp ? (size_t) (amp - rest.data) : rest.len};
+		const char *eq;
+		Slice		name;
+		Slice		value = {"", 0};
+		FormParam  *param = &form->params[n];
+
+		rest.data += piece.len + (amp ? 1 : 0);
+		rest.len -= piece.len + (amp ? 1 : 0);
+		if (piece.len == 0)
+			continue;
+		eq = memchr(piece.data, '=', piece.len);
+		name.data = piece.data;
+		name.len = eq ? (size_t) (eq - piece.data) : piece.len;
+		if (eq)
+		{
+			value.data = eq + 1;
+			value.len = piece.len - name.len - 1;
+		}
+		if (name.len == 0)
+			return false;
+		param->name.data = o;
+		if (!form_unescape(name, db, encoding, &o))
+			return false;
+		param->name.len = o - param->name.data;
+		param->value.data = o;
+		if (!form_unescape(value, db, encoding, &o))
+			return false;
+		param->value.len = o - param->value.data;
+		n++;
+	}
+
+	qsort(form->params, n, sizeof(FormParam), form_param_cmp);
+	for (int i = 1; i < n; i++)
+		if (form_param_cmp(&form->params[i - 1], &form->params[i]) == 0)
+			return false;
+	form->nparams = n;
+	return true;
+}
+
+/* The database encoding of a form's charset name, or -1 for another */
+static int
+form_charset(Slice name)
+{
+	static const struct
+	{
+		const char *name;
+		int			encoding;
+	}			charsets[] = {
+		{"UTF-8", PG_UTF8}, {"UTF8", PG_UTF8},
+		/* GB2312 is a subset of GBK, and encoded alike */
+		{"GBK", PG_GBK}, {"GB2312", PG_GBK},
+	};
+
+	for (int i = 0; i < lengthof(charsets); i++)
+		if (name.len == strlen(charsets[i].name) &&
+			pg_strncasecmp(name.data, charsets[i].name, name.len) == 0)
+			return charsets[i].encoding;
+	return -1;
+}
+
+/*
+ * Decode a form in the charset its parameter charset_param names (UTF-8
+ * when it is absent or empty; UTF-8 or GBK, in any case, else false).  The
+ * %-encoded bytes are already in that charset; characters sent unencoded
+ * are converted to it from the database encoding, which they arrived in.
+ */
+bool
+form_decode_charset(Slice body, const char *charset_param, Form *form)
+{
+	int			db = GetDatabaseEncoding();
+	int			encoding = PG_UTF8;
+	Slice		charset;
+
+	if (!form_decode(body, db, form))
+		return false;
+	if (form_get(form, charset_param, &charset) && charset.len > 0)
+	{
+		encoding = form_charset(charset);
+		if (encoding < 0)
+			return false;
+	}
+	if (encoding == db || db == PG_SQL_ASCII || !form->literal_non_ascii)
+		return true;
+	return form_decode(body, encoding, form);
+}
+
+/* The decoded value of a form's parameter; false if it has none */
+bool
+form_get(const Form *form, const char *name, Slice *value)
+{
+	FormParam	key;
+	FormParam  *found;
+
+	if (form->nparams == 0)
+		return false;
+	key.name.data = name;
+	key.name.len = strlen(name);
+	found = bsearch(&key, form->params, form->nparams, sizeof(FormParam),
+					form_param_cmp);
+	if (found == NULL)
+		return false;
+	*value = found->value;
+	return true;
+}
+
+/*
+ * The string a gateway signs: "name=value" of every parameter, in order,
+ * joined by "&", the names of skip (NULL-terminated) left out, and the
+ * empty values too when skip_empty.
+ */
+Slice
+form_signed_string(const Form *form, const char *const *skip, bool skip_empty)
+{
+	bool	   *keep = palloc(Max(form->nparams, 1) * sizeof(bool));
+	size_t		len = 0;
+	char	   *buf;
+	char	   *p;
+	Slice		result;
+
+	for (int i = 0; i < form->nparams; i++)
+	{
+		const FormParam *param = &form->params[i];
+
+		keep[i] = !(skip_empty && param->value.len == 0);
+		for (const char *const *s = skip; keep[i] && *s != NULL; s++)
+			keep[i] = !slice_is(param->name, *s);
+		if (keep[i])
+			len += param->name.len + param->value.len + 2;
+	}
+	p = buf = palloc_extended(len + 1, MCXT_ALLOC_HUGE);
+	for (int i = 0; i < form->nparams; i++)
+	{
+		const FormParam *param = &form->params[i];
+
+		if (!keep[i])
+			continue;
+		if (p != buf)
+			*p++ = '&';
+		memcpy(p, param->name.data, param->name.len);
+		p += param->name.len;
+		*p++ = '=';
+		memcpy(p, param->value.data, param->value.len);
+		p += param->value.len;
+	}
+	pfree(keep);
+	result.data = buf;
+	result.len = p - buf;
+	return result;
 }
