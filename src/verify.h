@@ -122,4 +122,10 @@ extern bool form_get(const Form *form, const char *name, Slice *value);
 extern Slice form_signed_string(const Form *form, const char *const *skip,
 								bool skip_empty);
 
+/* Schemes of the form-based gateways, Alipay and UnionPay (verify_form.c) */
+extern void *alipay_prepare(Slice secret);
+extern bool alipay_verify(void *key, const VerifyRequest *req);
+extern void *unionpay_prepare(Slice secret);
+extern bool unionpay_verify(void *key, const VerifyRequest *req);
+
 #endif							/* IDEM_VERIFY_H */

@@ -40,6 +40,9 @@ static const VerifyScheme schemes[] = {
 	{"stripe", stripe_prepare, stripe_verify},
 	{"standard", standard_prepare, standard_verify},
 	{"svix", svix_prepare, standard_verify},
+	/* form-based gateways (verify_form.c) */
+	{"alipay", alipay_prepare, alipay_verify},
+	{"unionpay", unionpay_prepare, unionpay_verify},
 };
 
 /* The scheme of that name, or NULL */

@@ -2,7 +2,8 @@
 # Install what building and testing idem needs, and only what is missing:
 # the PostgreSQL server, its headers and PGXS, pgcrypto (contrib), pg_cron,
 # the Perl modules of the TAP tests, OpenSSL's headers (idem links libcrypto)
-# and a C compiler.  Debian and Ubuntu packages; `apt-get update` runs only
+# and command line (the tests make keys and certificates with it) and a C
+# compiler.  Debian and Ubuntu packages; `apt-get update` runs only
 # when something has to be installed.
 # As root it installs; otherwise it uses sudo, or prints the command to run.
 set -uo pipefail
@@ -39,6 +40,7 @@ want libipc-run-perl perl -MIPC::Run -e 1
 want libdbd-pg-perl perl -MDBD::Pg -e 1
 want perl command -v prove
 want libssl-dev test -f /usr/include/openssl/evp.h
+want openssl command -v openssl
 want make command -v make
 want gcc command -v gcc
 
