@@ -14,7 +14,7 @@
 # idem.max_response_size), signature (every malformed header shape, valid
 # signatures as controls), payment (currencies, amounts, dates), interval
 # (leases, ttls, tolerances, ends at the edge of timestamptz's range),
-# token, fingerprint and key.  The NULL sweep
+# token, fingerprint, key, and forms (the alipay and unionpay schemes).  The NULL sweep
 # is generated from pg_proc by driver.sql.
 use strict;
 use warnings;
@@ -22,6 +22,7 @@ use utf8;
 
 use Digest::SHA qw(hmac_sha256_hex hmac_sha256_base64);
 use Encode qw(encode_utf8);
+use File::Basename qw(dirname);
 use Getopt::Long;
 
 my $seed = 20240601;
@@ -520,6 +521,180 @@ add(q{SELECT (idem_key('a|b', 'c') <> idem_key('a', 'b|c'))::text}, 'ok:true');
 add(q{SELECT (idem_key('1:a,', '') <> idem_key('1:a,1:,'))::text}, 'ok:true');
 add(q{SELECT length(idem_key(VARIADIC array_fill('x'::text, ARRAY[100000])))::text}, 'ok:64');
 add("SELECT length(idem_key(repeat('é', 1000000)))::text", 'ok:64') unless $quick;
+
+# --- forms: the alipay and unionpay schemes of idem_webhook_verify ---
+#
+# Their keys, certificates and signed forms are the vectors of
+# sql/webhook_forms.sql (test/vectors/make_form_vectors.pl).  A secret that
+# is not the scheme's key is 22023 however it is broken; anything in the
+# request is false (a valid form, true, is the control).
+
+$family = 'forms';
+{
+	my %v;
+	my $vectors = dirname(__FILE__) . '/../../sql/webhook_forms.sql';
+	open(my $fh, '<:encoding(UTF-8)', $vectors) or die "$vectors: $!";
+	while (<$fh>)
+	{
+		next unless /^\\set (\w+) '(.*)'$/;
+		my ($name, $value) = ($1, $2);
+		$value =~ s/\\([\\n])/$1 eq 'n' ? "\n" : "\\"/ge;
+		$value =~ s/''/'/g;
+		$v{$name} = $value;
+	}
+	close($fh);
+	die "no vectors in $vectors" unless $v{alipay_form} && $v{unionpay_form};
+	my $up_secret = $v{unionpay_root} . $v{unionpay_middle};
+
+	# The statement verifying payload (SQL) with secret (SQL) in scheme
+	my $verify = sub {
+		my ($scheme, $secret_sql, $payload_sql, $expect) = @_;
+		add("SELECT idem_webhook_verify('$scheme', $secret_sql, $payload_sql, '{}')::text", $expect);
+	};
+	my $alipay = sub { $verify->('alipay', lit($v{alipay_key}), @_); };
+	my $unionpay = sub { $verify->('unionpay', lit($up_secret), @_); };
+
+	# controls
+	$alipay->(lit($v{alipay_form}), 'ok:true');
+	$alipay->(lit($v{alipay_form_gbk_literal}), 'ok:true');
+	$unionpay->(lit($v{unionpay_form}), 'ok:true');
+	$unionpay->(lit($v{unionpay_form_odd}), 'ok:true');
+
+	# broken %-escapes, at random places and at the end
+	for my $form ($v{alipay_form}, $v{unionpay_form})
+	{
+		my $scheme = $form eq $v{alipay_form} ? $alipay : $unionpay;
+		for (1 .. 15)
+		{
+			my $at = int(rand(length($form)));
+			my $broken = substr($form, 0, $at) . ('%', '%G', '%4', '%%', '%0g')[ int(rand(5)) ]
+			  . substr($form, $at);
+			$scheme->(lit($broken), 'ok:false');
+		}
+		$scheme->(lit($form . $_), 'ok:false') for ('%', '%4', '&%', '&=', '&x=%E4%B8');
+		# a random character changed: false or, in an unsigned empty parameter, true
+		for (1 .. 15)
+		{
+			my $mutant = $form;
+			substr($mutant, int(rand(length($form))), 1) = rand_char(1 + int(rand(3)));
+			$scheme->(lit($mutant), 'ok');
+		}
+		# thousands of parameters, empty pieces, over the limit
+		$scheme->(lit($form . join('', map { '&' . rand_text(1 + int(rand(8))) =~ s/[&%]/x/gr . '=' . $_ } 1 .. 3000)),
+			'ok:false');
+		$scheme->(lit($form) . " || repeat('&', 5000)", 'ok:true');
+		$scheme->(lit($form) . " || repeat('&', 100000)", 'ok:false');
+		$scheme->(lit($form) . " || (SELECT string_agg('&p' || i || '=', '') FROM generate_series(1, 99999) i)",
+			'ok:false');
+		$scheme->("(SELECT string_agg('p' || i || '=' || i, '&') FROM generate_series(1, 50000) i)", 'ok:false');
+		# huge values, and a huge name
+		unless ($quick)
+		{
+			$scheme->(lit($form) . " || '&big=' || repeat('%41', 2000000)", 'ok:false');
+			$scheme->(lit($form) . " || '&' || repeat('n', 3000000) || '=1'", 'ok:false');
+			$scheme->("repeat('&', 3000000)", 'ok:false');
+		}
+		# random text as the whole body
+		$scheme->(lit(rand_text(int(rand(300)))), 'ok:false') for 1 .. 10;
+	}
+
+	# alipay: sign and sign_type of every shape; charsets
+	my ($sign) = $v{alipay_form} =~ /&sign=([^&]*)/;
+	for my $bad ('', '=', '%3D%3D', 'AAAA', $sign . $sign, substr($sign, 4), 'A' x 100000,
+		$sign =~ s/%2B/+/gr, $sign =~ s/%2F/_/gr, "$sign%0A")
+	{
+		$alipay->(lit($v{alipay_form} =~ s/&sign=[^&]*/&sign=$bad/r), 'ok:false');
+	}
+	for my $type ('', 'RSA1', 'RSA256', 'rsa', 'SM2', 'HMAC-SHA256', 'RSA2 ', 'RSA2%00')
+	{
+		$alipay->(lit($v{alipay_form} =~ s/sign_type=RSA2/sign_type=$type/r), 'ok:false');
+	}
+	for my $cs ('', 'GB18030', 'big5', 'utf-16', 'x' x 1000, '%FF', 'gbk%00')
+	{
+		$alipay->(lit($v{alipay_form} =~ s/charset=utf-8/charset=$cs/r), 'ok:false');
+	}
+	# a GBK form with characters unencoded, some of which GBK lacks
+	for (1 .. 10)
+	{
+		my $text = join('', map { rand_char(1 + int(rand(4))) } 1 .. 8) =~ s/[&%+=\x00]/x/gr;
+		$alipay->(lit($v{alipay_form_gbk} =~ s/subject=[^&]*/subject=$text/r), 'ok:false');
+	}
+
+	# unionpay: signPubKeyCert of every shape
+	my ($cert) = $v{unionpay_form} =~ /signPubKeyCert=([^&]*)/;
+	my $pem_b64 = $v{unionpay_signer} =~ s/-----[^\n]*-----\n?//gr =~ s/\n//gr;
+	# A PEM block around base64, URL-encoded as in a form
+	my $block = sub {
+		my ($type, $b64) = @_;
+		my $pem = "-----BEGIN $type-----\n" . join("\n", $b64 =~ /(.{1,64})/g) . "\n-----END $type-----\n";
+		$pem =~ s/([^A-Za-z0-9.\-*_ ])/sprintf('%%%02X', ord($1))/ge;
+		return $pem =~ tr/ /+/r;
+	};
+	my @certs = (
+		'', '%0A', $block->('CERTIFICATE', ''), $block->('CERTIFICATE', 'AAAA'),
+		$block->('CERTIFICATE', substr($pem_b64, 0, 400)),
+		$block->('CERTIFICATE', $pem_b64 . 'AAAA'),
+		$block->('CERTIFICATE', 'A' . $pem_b64),
+		$block->('PUBLIC KEY', $pem_b64),
+		$block->('X509 CRL', $pem_b64),
+		$block->('CERTIFICATE', $pem_b64) x 50,
+		$cert . $cert,
+		$cert =~ s/CERTIFICATE/CERTIFICAT/gr,
+		$cert =~ s/%0A/%0D%0A/gr,
+		$cert =~ s/%0A//gr,
+		$cert x 500);
+	for (1 .. 20)
+	{
+		# the certificate's base64 with one character changed: a broken
+		# DER, another signature, another name or extension
+		my $b64 = $pem_b64;
+		substr($b64, 20 + int(rand(length($b64) - 24)), 1) =
+		  ('A' .. 'Z', 'a' .. 'z', '0' .. '9', '+', '/')[ int(rand(64)) ];
+		push @certs, $block->('CERTIFICATE', $b64);
+	}
+	push @certs, $block->('CERTIFICATE', 'QUFB' x 1_500_000) unless $quick;
+	for my $c (@certs)
+	{
+		$unionpay->(lit($v{unionpay_form} =~ s/signPubKeyCert=[^&]*/signPubKeyCert=$c/r), 'ok:false');
+	}
+	$unionpay->(lit($v{"unionpay_form_$_"}), 'ok:false')
+	  for qw(odd_critical by_signer expired future self_signed other_root);
+	for my $bad ('', 'AAAA', 'A' x 100000, '%3D')
+	{
+		$unionpay->(lit($v{unionpay_form} =~ s/signature=[^&]*/signature=$bad/r), 'ok:false');
+	}
+
+	# the secret side: malformed and huge PEM is 22023, never an internal error
+	my $key_b64 = $v{alipay_key} =~ s/-----[^\n]*-----\n?//gr =~ s/\n//gr;
+	my $pem = sub {
+		my ($type, $b64) = @_;
+		return "-----BEGIN $type-----\n" . join("\n", $b64 =~ /(.{1,64})/g) . "\n-----END $type-----\n";
+	};
+	my @bad_secrets = (
+		'x', '-----BEGIN PUBLIC KEY-----', "-----BEGIN PUBLIC KEY-----\n-----END PUBLIC KEY-----\n",
+		"-----END PUBLIC KEY-----\n$key_b64\n", $pem->('PUBLIC KEY', substr($key_b64, 0, 100)),
+		$pem->('PUBLIC KEY', $key_b64 . 'AAAA'), $pem->('PUBLIC KEY', "!$key_b64"),
+		$pem->('PUBLIC KEY', $pem_b64), $pem->('CERTIFICATE', $key_b64),
+		$pem->('PRIVATE KEY', $key_b64), $pem->('RSA PUBLIC KEY', $key_b64),
+		"-----BEGIN PUBLIC KEY-----\n" . $pem->('PUBLIC KEY', $key_b64),
+		$pem->('PUBLIC KEY', $key_b64) . "-----BEGIN PUBLIC KEY-----\nAAAA\n",
+		"-----BEGIN PUBLIC KEY-----\n" x 10000, rand_text(500), substr($key_b64, 1),
+		$key_b64 . '=', $key_b64 =~ tr/+\//-_/r);
+	push @bad_secrets, $pem->('PUBLIC KEY', 'QUFB' x 1_500_000), $pem->('CERTIFICATE', 'QUFB' x 1_500_000),
+	  'A' x 4_000_000
+	  unless $quick;
+	for my $s (@bad_secrets)
+	{
+		# the same text as both schemes' secret, the request valid or NULL
+		$verify->('alipay', lit($s), lit($v{alipay_form}), 'err:22023');
+		$verify->('alipay', lit($s), 'NULL', 'err:22023');
+		$verify->('unionpay', lit($s), lit($v{unionpay_form}), 'err:22023');
+	}
+	# many keys or certificates at once: any one, no limit
+	$verify->('alipay', lit($v{alipay_key_other} x 300 . $v{alipay_key}), lit($v{alipay_form}), 'ok:true');
+	$verify->('unionpay', lit($up_secret x 300), lit($v{unionpay_form}), 'ok:true');
+	$verify->('unionpay', lit($v{unionpay_other_root} x 300), lit($v{unionpay_form}), 'ok:false');
+}
 
 binmode STDOUT;
 print "SET client_encoding = 'UTF8';\nBEGIN;\n";
