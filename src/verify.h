@@ -99,4 +99,11 @@ extern bool verify_timestamped_macs(const TimestampedMacs *format,
 									const Slice *secret,
 									const VerifyRequest *req);
 
+/* HMAC-SHA256 schemes with a shared secret (verify_hmac.c) */
+extern void *github_prepare(Slice secret);
+extern void *shopify_prepare(Slice secret);
+extern void *razorpay_prepare(Slice secret);
+extern void *checkout_prepare(Slice secret);
+extern bool body_mac_verify(void *key, const VerifyRequest *req);
+
 #endif							/* IDEM_VERIFY_H */

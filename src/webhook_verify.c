@@ -40,6 +40,10 @@ static const VerifyScheme schemes[] = {
 	{"stripe", stripe_prepare, stripe_verify},
 	{"standard", standard_prepare, standard_verify},
 	{"svix", svix_prepare, standard_verify},
+	{"github", github_prepare, body_mac_verify},
+	{"shopify", shopify_prepare, body_mac_verify},
+	{"razorpay", razorpay_prepare, body_mac_verify},
+	{"checkout", checkout_prepare, body_mac_verify},
 };
 
 /* The scheme of that name, or NULL */
