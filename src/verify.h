@@ -105,5 +105,7 @@ extern void *shopify_prepare(Slice secret);
 extern void *razorpay_prepare(Slice secret);
 extern void *checkout_prepare(Slice secret);
 extern bool body_mac_verify(void *key, const VerifyRequest *req);
+extern void *paddle_prepare(Slice secret);
+extern bool paddle_verify(void *key, const VerifyRequest *req);
 
 #endif							/* IDEM_VERIFY_H */

@@ -2,7 +2,8 @@
  * verify_hmac.c
  *		The schemes of idem_webhook_verify whose signature is an HMAC-SHA256
  *		under a shared secret: GitHub, Shopify, Razorpay and Checkout.com,
- *		which put the MAC of the body in one header.
+ *		which put the MAC of the body in one header, and Paddle Billing,
+ *		which lists MACs of the timestamp and the body beside the timestamp.
  *
  * The MAC is computed with OpenSSL's libcrypto (hmac_sha256) and compared
  * in constant time (mac_equal).  As everywhere in idem_webhook_verify,
@@ -123,4 +124,24 @@ body_mac_verify(void *k, const VerifyRequest *req)
 	matched = mac_equal(expected, given, VERIFY_MAC_LEN);
 	explicit_bzero(expected, sizeof(expected));
 	return matched;
+}
+
+/* Paddle Billing keys its HMAC with the endpoint secret key as given */
+void *
+paddle_prepare(Slice secret)
+{
+	return verify_secret_bytes(secret);
+}
+
+/*
+ * Paddle Billing: Paddle-Signature is "ts=<unix>;h1=<hex>[;h1=<hex>...]",
+ * the MAC is over "<ts>:<payload>"; while a secret is rotated Paddle sends
+ * one h1 per active secret.  Stripe's shape with other names.
+ */
+bool
+paddle_verify(void *key, const VerifyRequest *req)
+{
+	static const TimestampedMacs format = {"paddle-signature", ';', "ts", "h1", ":"};
+
+	return verify_timestamped_macs(&format, key, req);
 }

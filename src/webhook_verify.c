@@ -44,6 +44,7 @@ static const VerifyScheme schemes[] = {
 	{"shopify", shopify_prepare, body_mac_verify},
 	{"razorpay", razorpay_prepare, body_mac_verify},
 	{"checkout", checkout_prepare, body_mac_verify},
+	{"paddle", paddle_prepare, paddle_verify},
 };
 
 /* The scheme of that name, or NULL */
