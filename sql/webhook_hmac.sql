@@ -2,7 +2,7 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS idem;
 RESET client_min_messages;
 -- idem_webhook_verify: the HMAC-SHA256 schemes with a shared secret
--- (github, shopify, razorpay, checkout, paddle).  The fixed vectors below
+-- (github, shopify, razorpay, checkout, paddle, adyen).  The fixed vectors below
 -- were computed with openssl/base64 on the command line
 -- (test/vectors/make_hmac_vectors.sh); the ones that need the current time
 -- are signed here with pgcrypto's hmac().  Both are independent of idem.
@@ -41,6 +41,21 @@ RESET client_min_messages;
 \set pdl_sig_future 'f91e461999c04aad9533f72e2b4b9086ee68225327f0df5e5df0c3a82ab18850'
 \set pdl_sig_dot 'eaa4948ece360852ae43b382cf460b2eee9d1bd0264dc7d86885a2df181dee26'
 \set pdl_sig_body '955d5607e878c7b98781907e7cb16c9e32420a1fd7958674deda6b10aed3c8c2'
+\set adyen_key '3F1A9C0D5E7B2486A1C3E5F7092B4D6F8A0C2E4F6B8D0A1C3E5F7A9B1D3F5E7C'
+\set adyen_key_b '0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF'
+\set adyen_psp '8816178914778451'
+\set adyen_orig '8816178914771230'
+\set adyen_merchant 'IdemShopECOM'
+\set adyen_ref 'order-42:café'
+\set adyen_value '2599'
+\set adyen_currency 'EUR'
+\set adyen_event 'REFUND'
+\set adyen_success 'true'
+\set adyen_sig 'kRCVlOzDf1BJ7acNO+8DcYaq6vwl7fkrjJQXjhNa15Y='
+\set adyen_sig_b 'AVEz1Mg6mh0j+CeAKrJq79OH7K+5R04xge5dbV4IWzM='
+\set adyen_sig_textkey 'Xs4StSPm6gxFLeRujJcqkDM2jTlNj80BLgRoLaXDZpM='
+\set adyen_psp_report '8816178914779999'
+\set adyen_sig_report '62YOzH7SP4/t9aLIlSBiXB9L1ID2wSAJibcmz2seuAA='
 -- end of generated vectors
 
 -- An error's SQLSTATE and message, or 'no error'
@@ -400,6 +415,306 @@ SELECT q, pg_temp.err(q) FROM (VALUES
 SELECT idem_webhook_verify('paddle', :'pdl_secret', NULL, NULL) AS null_request,
        idem_webhook_verify('paddle', :'pdl_secret', 'garbage', '"garbage"') AS garbage_request;
 
+--
+-- Adyen: a NotificationRequestItem carries the base64 HMAC-SHA256 of
+-- pspReference:originalReference:merchantAccountCode:merchantReference:
+-- value:currency:eventCode:success in additionalData.hmacSignature, keyed
+-- with the bytes of the hex key
+--
+-- Adyen's published examples, from the tests of its API libraries:
+-- Adyen/adyen-python-api-library, test/UtilTest.py,
+-- test_notification_request_item_hmac (the same key and item as
+-- Adyen/adyen-ruby-api-library, spec/utils/hmac_validator_spec.rb)
+SELECT idem_webhook_verify('adyen', '44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056',
+$${
+    "pspReference": "7914073381342284",
+    "merchantReference": "TestPayment-1407325143704",
+    "merchantAccountCode": "TestMerchant",
+    "amount": {
+        "currency": "EUR",
+        "value": 1130
+    },
+    "eventCode": "AUTHORISATION",
+    "success": "true",
+    "eventDate": "2019-05-06T17:15:34.121+02:00",
+    "operations": [
+        "CANCEL",
+        "CAPTURE",
+        "REFUND"
+    ],
+    "paymentMethod": "visa",
+    "additionalData": {"hmacSignature": "coqCmt/IZ4E3CzPvMY8zTjQVL5hYJUiBRg8UU+iCWo0="}
+}$$, '{}') AS adyen_python_example;
+-- Adyen/adyen-java-api-library, src/test/java/com/adyen/util/HMACValidatorTest.java,
+-- testValidateHMAC: the amount's value is the string "0"
+SELECT idem_webhook_verify('adyen', '9064450A8892A093D9E97EFCC9639DE31B74F3A7803135555A3C96F5A57915D6',
+$${
+    "additionalData": {
+        "hmacSignature": "NuEkADFmlCC6VgX+wcoPAegIWxVPNBPCuKlM4Hzo5qc="
+    },
+    "amount": {
+        "currency": "EUR",
+        "value": "0"
+    },
+    "eventCode": "REPORT_AVAILABLE",
+    "eventDate": "2019-11-20T14:35:36+01:00",
+    "merchantAccountCode": "Magento2Rik",
+    "merchantReference": "testMerchantRef1",
+    "pspReference": "test_REPORT_AVAILABLE",
+    "reason": "will contain the url to the report",
+    "success": "true"
+}$$, '{}') AS adyen_java_example;
+-- the same library's testValidateHMACWithoutEscaping, the signed fields
+-- of its src/test/resources/mocks/hmac-validation-webhook.json: the
+-- merchant reference \:/\/slashes are fun (JSON-escaped) is signed as it
+-- reads, colons and backslashes unescaped
+SELECT idem_webhook_verify('adyen', '74F490DD33F7327BAECC88B2947C011FC02D014A473AAA33A8EC93E4DC069174',
+$${
+  "additionalData": {
+    "authCode": "052095",
+    "hmacSignature": "CZErGCNQaSsxbaQfZaJlakqo7KPP+mIa8a+wx3yNs9A=",
+    "paymentMethod": "visa"
+  },
+  "amount": {
+    "currency": "EUR",
+    "value": 1000
+  },
+  "eventCode": "AUTHORISATION",
+  "eventDate": "2023-01-10T13:42:29+01:00",
+  "merchantAccountCode": "AntoniStroinski",
+  "merchantReference": "\\:/\\/slashes are fun",
+  "pspReference": "ZVWN7D3WSMK2WN82",
+  "reason": "052095:1111:03/2030",
+  "success": "true"
+}$$, '{}') AS adyen_java_unescaped_example;
+-- the first example tampered (another amount), and under the second's key
+SELECT idem_webhook_verify('adyen', '44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056',
+       '{"pspReference": "7914073381342284", "merchantReference": "TestPayment-1407325143704",
+         "merchantAccountCode": "TestMerchant", "amount": {"currency": "EUR", "value": 1131},
+         "eventCode": "AUTHORISATION", "success": "true",
+         "additionalData": {"hmacSignature": "coqCmt/IZ4E3CzPvMY8zTjQVL5hYJUiBRg8UU+iCWo0="}}', '{}') AS adyen_example_other_amount,
+       idem_webhook_verify('adyen', '9064450A8892A093D9E97EFCC9639DE31B74F3A7803135555A3C96F5A57915D6',
+       '{"pspReference": "7914073381342284", "merchantReference": "TestPayment-1407325143704",
+         "merchantAccountCode": "TestMerchant", "amount": {"currency": "EUR", "value": 1130},
+         "eventCode": "AUTHORISATION", "success": "true",
+         "additionalData": {"hmacSignature": "coqCmt/IZ4E3CzPvMY8zTjQVL5hYJUiBRg8UU+iCWo0="}}', '{}') AS adyen_example_other_key;
+
+-- The vectors' refund as a jsonb item, with its signature
+CREATE TEMP TABLE adyen AS SELECT jsonb_build_object(
+    'additionalData', jsonb_build_object('hmacSignature', :'adyen_sig', 'paymentMethod', 'visa'),
+    'amount', jsonb_build_object('currency', :'adyen_currency', 'value', (:'adyen_value')::int),
+    'eventCode', :'adyen_event', 'eventDate', '2024-05-06T17:15:34+02:00',
+    'merchantAccountCode', :'adyen_merchant', 'merchantReference', :'adyen_ref',
+    'originalReference', :'adyen_orig', 'pspReference', :'adyen_psp',
+    'reason', '', 'success', :'adyen_success', 'operations', jsonb_build_array('CANCEL', 'REFUND')) AS item;
+
+-- Items, and what is not one.  Formatting does not matter (the MAC is over
+-- the fields, not the body); the fields that are not signed can change;
+-- the wrapper of notificationItems is taken, a whole notification is not.
+-- The first fifteen verify; all the others are false, and none is an error.
+SELECT label, idem_webhook_verify('adyen', :'adyen_key', p, '{}') AS verified
+FROM adyen, LATERAL (VALUES
+  ('item',                        item::text),
+  ('wrapped',                     jsonb_build_object('NotificationRequestItem', item)::text),
+  ('pretty-printed',              jsonb_pretty(item)),
+  ('wrapped, pretty-printed',     jsonb_pretty(jsonb_build_object('NotificationRequestItem', item))),
+  ('value as a string',           jsonb_set(item, '{amount,value}', to_jsonb(:'adyen_value'::text))::text),
+  ('success as a boolean',        jsonb_set(item, '{success}', 'true')::text),
+  ('unsigned reason changed',     jsonb_set(item, '{reason}', '"changed"')::text),
+  ('unsigned operations changed', jsonb_set(item, '{operations}', '[]')::text),
+  ('additionalData member added', jsonb_set(item, '{additionalData,fraudResultType}', '"GREEN"')::text),
+  ('escaped pspReference',        replace(item::text, '"8816178914778451"', '"\u00388\u00316178914778451"')),
+  ('escaped member name',         replace(item::text, '"pspReference"', '"psp\u0052eference"')),
+  ('escaped signature',           replace(item::text, '"' || :'adyen_sig' || '"', '"' || replace(:'adyen_sig', '/', '\/') || '"')),
+  ('brackets in a string',        jsonb_set(item, '{reason}', to_jsonb(repeat('[{', 500)))::text),
+  ('quote and brackets',          jsonb_set(item, '{reason}', to_jsonb('\"' || repeat('[', 100)))::text),
+  ('nested 60 deep',              jsonb_set(item, '{additionalData,deep}', (repeat('[', 60) || repeat(']', 60))::jsonb)::text),
+  ('pspReference changed',        jsonb_set(item, '{pspReference}', '"8816178914778452"')::text),
+  ('originalReference changed',   jsonb_set(item, '{originalReference}', '"8816178914771231"')::text),
+  ('merchantAccount changed',     jsonb_set(item, '{merchantAccountCode}', '"IdemShopPOS"')::text),
+  ('merchantReference changed',   jsonb_set(item, '{merchantReference}', '"order-42:cafe"')::text),
+  ('value changed',               jsonb_set(item, '{amount,value}', '2600')::text),
+  ('currency changed',            jsonb_set(item, '{amount,currency}', '"USD"')::text),
+  ('eventCode changed',           jsonb_set(item, '{eventCode}', '"CAPTURE"')::text),
+  ('success changed',             jsonb_set(item, '{success}', '"false"')::text),
+  ('success "True"',              jsonb_set(item, '{success}', '"True"')::text),
+  ('value 2599.0',                replace(item::text, '2599', '2599.0')),
+  ('value 2.599e3',               replace(item::text, '2599', '2.599e3')),
+  ('originalReference absent',    (item - 'originalReference')::text),
+  ('originalReference null',      jsonb_set(item, '{originalReference}', 'null')::text),
+  ('amount absent',               (item - 'amount')::text),
+  ('member names in other case',  replace(item::text, '"pspReference"', '"PspReference"')),
+  ('whole notification',          jsonb_build_object('live', 'false', 'notificationItems',
+                                      jsonb_build_array(jsonb_build_object('NotificationRequestItem', item)))::text),
+  ('array of items',              jsonb_build_array(item)::text),
+  ('wrapper with another member', jsonb_build_object('NotificationRequestItem', item, 'live', 'false')::text),
+  ('wrapper twice',               '{"NotificationRequestItem": ' || item::text || ', "NotificationRequestItem": ' || item::text || '}'),
+  ('wrapper of an array',         jsonb_build_object('NotificationRequestItem', jsonb_build_array(item))::text),
+  ('wrapper of a string',         jsonb_build_object('NotificationRequestItem', item::text)::text),
+  ('wrapper inside the item',     jsonb_set(item, '{NotificationRequestItem}', item)::text),
+  ('wrapped twice',               jsonb_build_object('NotificationRequestItem', jsonb_build_object('NotificationRequestItem', item))::text),
+  ('pspReference twice',          '{"pspReference": "' || :'adyen_psp' || '", ' || substr(item::text, 2)),
+  ('amount twice',                '{"amount": {"value": 2599, "currency": "EUR"}, ' || substr(item::text, 2)),
+  ('success twice',               '{"success": "true", ' || substr(item::text, 2)),
+  ('hmacSignature twice',         replace(item::text, '"hmacSignature"', '"hmacSignature": "' || :'adyen_sig' || '", "hmacSignature"')),
+  ('additionalData twice',        '{"additionalData": {"hmacSignature": "' || :'adyen_sig' || '"}, ' || substr(item::text, 2)),
+  ('pspReference an object',      jsonb_set(item, '{pspReference}', jsonb_build_object('id', :'adyen_psp'))::text),
+  ('pspReference an array',       jsonb_set(item, '{pspReference}', jsonb_build_array(:'adyen_psp'))::text),
+  ('value an object',             jsonb_set(item, '{amount,value}', '{"minor": 2599}')::text),
+  ('amount a string',             jsonb_set(item, '{amount}', '"2599 EUR"')::text),
+  ('amount an array',             jsonb_set(item, '{amount}', '[2599, "EUR"]')::text),
+  ('additionalData an array',     jsonb_set(item, '{additionalData}', jsonb_build_array(item->'additionalData'))::text),
+  ('additionalData null',         jsonb_set(item, '{additionalData}', 'null')::text),
+  ('additionalData absent',       (item - 'additionalData')::text),
+  ('hmacSignature absent',        (item #- '{additionalData,hmacSignature}')::text),
+  ('hmacSignature at the top',    ((item #- '{additionalData,hmacSignature}') || jsonb_build_object('hmacSignature', :'adyen_sig'))::text),
+  ('hmacSignature null',          jsonb_set(item, '{additionalData,hmacSignature}', 'null')::text),
+  ('hmacSignature a number',      jsonb_set(item, '{additionalData,hmacSignature}', '1')::text),
+  ('hmacSignature an array',      jsonb_set(item, '{additionalData,hmacSignature}', jsonb_build_array(:'adyen_sig'))::text),
+  ('hmacSignature empty',         jsonb_set(item, '{additionalData,hmacSignature}', '""')::text),
+  ('hmacSignature unpadded',      jsonb_set(item, '{additionalData,hmacSignature}', to_jsonb(rtrim(:'adyen_sig', '=')))::text),
+  ('hmacSignature padded',        jsonb_set(item, '{additionalData,hmacSignature}', to_jsonb(' ' || :'adyen_sig'))::text),
+  ('hmacSignature in hex',        jsonb_set(item, '{additionalData,hmacSignature}', to_jsonb(encode(decode(:'adyen_sig', 'base64'), 'hex')))::text),
+  ('hmacSignature base64url',     jsonb_set(item, '{additionalData,hmacSignature}', to_jsonb(translate(:'adyen_sig', '+/', '-_')))::text),
+  ('another key''s signature',    jsonb_set(item, '{additionalData,hmacSignature}', to_jsonb(:'adyen_sig_b'::text))::text),
+  ('keyed with the hex text',     jsonb_set(item, '{additionalData,hmacSignature}', to_jsonb(:'adyen_sig_textkey'::text))::text),
+  ('nested 70 deep',              jsonb_set(item, '{additionalData,deep}', (repeat('[', 70) || repeat(']', 70))::jsonb)::text),
+  ('nested 100000 deep',          left(item::text, -1) || ', "deep": ' || repeat('[', 100000) || repeat(']', 100000) || '}'),
+  ('objects 100000 deep',         left(item::text, -1) || ', "deep": ' || repeat('{"a":', 100000) || '1' || repeat('}', 100000) || '}'),
+  ('truncated',                   left(item::text, -1)),
+  ('trailing garbage',            item::text || 'x'),
+  ('two documents',               item::text || item::text),
+  ('trailing comma',              left(item::text, -1) || ',}'),
+  ('single quotes',               replace(item::text, '"', '''')),
+  ('invalid escape',              replace(item::text, '"REFUND"', '"REF\xUND"')),
+  ('NUL escape',                  replace(item::text, '"REFUND"', '"REF\u0000UND"')),
+  ('lone surrogate',              replace(item::text, '"REFUND"', '"REF\ud800UND"')),
+  ('raw tab in a string',         replace(item::text, '"REFUND"', E'"REF\tUND"')),
+  ('NaN value',                   replace(item::text, '2599', 'NaN')),
+  ('unquoted name',               replace(item::text, '"eventCode"', 'eventCode')),
+  ('empty',                       ''),
+  ('spaces',                      '   '),
+  ('null',                        'null'),
+  ('a string',                    to_jsonb(item::text)::text),
+  ('a number',                    '42'),
+  ('empty object',                '{}'),
+  ('only closing brackets',       repeat(']}', 1000)),
+  ('unterminated string',         '{"pspReference": "' || repeat('[', 1000))
+) AS g(label, p);
+
+-- the report: no originalReference, no amount, success false; absent and
+-- null fields are both empty in the signed string (a value of 0 is not,
+-- and a field of the wrong kind makes the item false, although it would
+-- have been signed as empty)
+SELECT label, idem_webhook_verify('adyen', :'adyen_key', (report || change)::text, '{}') AS verified
+FROM (SELECT jsonb_build_object('pspReference', :'adyen_psp_report', 'merchantAccountCode', :'adyen_merchant',
+                                'merchantReference', 'order-43', 'eventCode', 'REPORT_AVAILABLE', 'success', 'false',
+                                'additionalData', jsonb_build_object('hmacSignature', :'adyen_sig_report')) AS report) AS r,
+     LATERAL (VALUES
+  ('absent',                      '{}'::jsonb),
+  ('null and empty',              '{"originalReference": null, "amount": null}'),
+  ('amount of nulls',             '{"originalReference": "", "amount": {"value": null, "currency": ""}, "success": false}'),
+  ('zero is a value',             '{"amount": {"value": 0}}'),
+  ('originalReference an object', '{"originalReference": {}}'),
+  ('originalReference an array',  '{"originalReference": []}'),
+  ('amount a string',             '{"amount": ""}'),
+  ('amount an array',             '{"amount": []}')
+) AS g(label, change);
+
+-- the key: hex digits in either case; several keys are the caller's OR;
+-- the headers are not read (but NULL headers, as for every scheme, are
+-- false); no timestamp, so the tolerance does not matter
+SELECT idem_webhook_verify('adyen', lower(:'adyen_key'), item::text, '{}') AS lower_case_key,
+       idem_webhook_verify('adyen', :'adyen_key_b', item::text, '{}') AS other_key,
+       (SELECT bool_or(idem_webhook_verify('adyen', k, item::text, '{}'))
+        FROM unnest(ARRAY[:'adyen_key_b', :'adyen_key']) AS k) AS either_key,
+       idem_webhook_verify('adyen', :'adyen_key', item::text, '{"Content-Type": "application/json"}') AS with_headers,
+       idem_webhook_verify('adyen', :'adyen_key', item::text, '"anything"') AS headers_not_an_object,
+       idem_webhook_verify('adyen', :'adyen_key', item::text, NULL) AS null_headers,
+       idem_webhook_verify('adyen', :'adyen_key', NULL, '{}') AS null_payload,
+       idem_webhook_verify('adyen', :'adyen_key', item::text, '{}', '0') AS zero_tolerance,
+       idem_webhook_verify('adyen', :'adyen_key', item::text, '{}', NULL) AS no_tolerance
+FROM adyen;
+
+-- configuration errors: the key must be hex of even length, and is
+-- checked before the request is read (NULL, garbage or valid)
+SELECT q, pg_temp.err(q) FROM (VALUES
+  ($$SELECT idem_webhook_verify('adyen', NULL, '{}', '{}')$$),
+  ($$SELECT idem_webhook_verify('adyen', NULL, NULL, NULL)$$),
+  ($$SELECT idem_webhook_verify('adyen', '', '{}', '{}')$$),
+  ($$SELECT idem_webhook_verify('adyen', 'ABC', '{}', '{}')$$),
+  ($$SELECT idem_webhook_verify('adyen', 'A', NULL, NULL)$$),
+  ($$SELECT idem_webhook_verify('adyen', 'not hex!', 'not json', '"x"')$$),
+  ($$SELECT idem_webhook_verify('adyen', '0x3F1A', '{}', '{}')$$),
+  ($$SELECT idem_webhook_verify('adyen', '3F1A 9C0D', NULL, '{}')$$),
+  ($$SELECT idem_webhook_verify('adyen', E'3F1A9C0D\n', '{}', NULL)$$),
+  ($$SELECT idem_webhook_verify('adyen', 'whsec_3F1A', '{}', '{}')$$),
+  ($$SELECT idem_webhook_verify('adyen', 'GG', '{}', '{}')$$),
+  ($$SELECT idem_webhook_verify('Adyen', '3F1A', '{}', '{}')$$)
+) AS c(q);
+-- and with a valid item too; psql shows the whole error
+SELECT idem_webhook_verify('adyen', left(:'adyen_key', -1), item::text, '{}') FROM adyen;
+-- a valid key with a NULL or garbage request: false
+SELECT idem_webhook_verify('adyen', :'adyen_key', NULL, NULL) AS null_request,
+       idem_webhook_verify('adyen', :'adyen_key', 'garbage', '"garbage"') AS garbage_request;
+
+-- a false never aborts the transaction
+BEGIN;
+SELECT idem_webhook_verify('adyen', :'adyen_key', '{"a": [' || repeat('[', 100000), '{}') AS in_transaction;
+SELECT idem_webhook_verify('github', :'gh_secret', :'gh_payload', '{"X-Hub-Signature-256": "sha256=zz"}') AS in_transaction_too;
+SELECT 'still usable' AS after_false;
+COMMIT;
+
 \if :drop_pgcrypto
 DROP EXTENSION pgcrypto;
 \endif
+
+--
+-- Adyen in a LATIN1 database.  The server's JSON parser raises an error
+-- where a \u escape names a character the database encoding lacks, so
+-- outside UTF-8 any \u escape beyond ASCII is false before it is parsed.
+-- The MAC is over the fields' bytes in the database encoding, so only
+-- ASCII fields verify there (Adyen signs UTF-8).
+--
+SELECT current_database() AS here \gset
+SET client_min_messages = warning;
+DROP DATABASE IF EXISTS regress_idem_hmac_latin1;
+RESET client_min_messages;
+CREATE DATABASE regress_idem_hmac_latin1 TEMPLATE template0 ENCODING 'LATIN1' LOCALE 'C';
+\c regress_idem_hmac_latin1
+SET client_encoding = 'UTF8';
+SET client_min_messages = warning;
+CREATE EXTENSION idem;
+RESET client_min_messages;
+-- Adyen's example of adyen-python-api-library's test/UtilTest.py as above,
+-- its signed currency written plainly, with ASCII escapes, and with escapes
+-- beyond ASCII; then with an unsigned reason, which verifies when it is
+-- ASCII (an escaped backslash before "u" is no escape) and is false when
+-- it holds an escape beyond ASCII, in LATIN1 (U+00E9) or not (U+4E2D)
+SELECT label, getdatabaseencoding() AS encoding,
+       idem_webhook_verify('adyen', '44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056',
+                           '{"pspReference": "7914073381342284", "merchantReference": "TestPayment-1407325143704",
+                             "merchantAccountCode": "TestMerchant", "amount": {"currency": ' || currency || ', "value": 1130},
+                             "eventCode": "AUTHORISATION", "success": "true", "reason": ' || reason || ',
+                             "additionalData": {"hmacSignature": "coqCmt/IZ4E3CzPvMY8zTjQVL5hYJUiBRg8UU+iCWo0="}}',
+                           '{}') AS verified
+FROM (VALUES
+  ('plain',                    '"EUR"',                '""'),
+  ('ASCII escapes',            '"\u0045\u0055\u0052"', '""'),
+  ('escape not in LATIN1',     '"\u4e2dUR"',           '""'),
+  ('escape in LATIN1',         '"\u00e9UR"',           '""'),
+  ('surrogate pair',           '"\ud83d\ude00UR"',     '""'),
+  ('bad escape',               '"\u4g2dUR"',           '""'),
+  ('cut escape',               '"\u4e',                '""'),
+  ('reason, ASCII escape',     '"EUR"',                '"\u0041\u007f"'),
+  ('reason, escaped \ then u', '"EUR"',                '"\\u4e2d \\\\\\u00e9"'),
+  ('reason, U+00E9 escaped',   '"EUR"',                '"\u00e9"'),
+  ('reason, U+00C9 escaped',   '"EUR"',                '"\u00C9"'),
+  ('reason, U+0080 escaped',   '"EUR"',                '"\u0080"'),
+  ('reason, U+4E2D escaped',   '"EUR"',                '"\u4e2d"')
+) AS g(label, currency, reason);
+-- and the other schemes, whose MAC is over the body's bytes: ASCII works
+SELECT idem_webhook_verify('github', 'It''s a Secret to Everybody', 'Hello, World!',
+       '{"X-Hub-Signature-256": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"}') AS github_published;
+\c :here
+DROP DATABASE regress_idem_hmac_latin1;

@@ -107,5 +107,7 @@ extern void *checkout_prepare(Slice secret);
 extern bool body_mac_verify(void *key, const VerifyRequest *req);
 extern void *paddle_prepare(Slice secret);
 extern bool paddle_verify(void *key, const VerifyRequest *req);
+extern void *adyen_prepare(Slice secret);
+extern bool adyen_verify(void *key, const VerifyRequest *req);
 
 #endif							/* IDEM_VERIFY_H */

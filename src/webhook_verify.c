@@ -45,6 +45,7 @@ static const VerifyScheme schemes[] = {
 	{"razorpay", razorpay_prepare, body_mac_verify},
 	{"checkout", checkout_prepare, body_mac_verify},
 	{"paddle", paddle_prepare, paddle_verify},
+	{"adyen", adyen_prepare, adyen_verify},
 };
 
 /* The scheme of that name, or NULL */
