@@ -346,7 +346,7 @@ SELECT idem_webhook_verify('stripe', :'stripe_secret', NULL,
 
 -- configuration: errors, whatever the request holds
 SELECT q, pg_temp.err(q) FROM (VALUES
-  ($$SELECT idem_webhook_verify('github', 'k', 'p', '{}')$$),
+  ($$SELECT idem_webhook_verify('gitlab', 'k', 'p', '{}')$$),
   ($$SELECT idem_webhook_verify('Stripe', 'k', 'p', '{}')$$),
   ($$SELECT idem_webhook_verify('', 'k', 'p', '{}')$$),
   ($$SELECT idem_webhook_verify(NULL, 'k', 'p', '{}')$$),

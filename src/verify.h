@@ -44,6 +44,20 @@ typedef struct VerifyScheme
 	bool		(*verify) (void *key, const VerifyRequest *req);
 } VerifyScheme;
 
+/*
+ * A signature header of Stripe's shape: name=value elements separated by
+ * sep, one timestamp element and one or more MAC elements, each the hex
+ * HMAC-SHA256 of "<timestamp><joiner><payload>"
+ */
+typedef struct TimestampedMacs
+{
+	const char *header;
+	char		sep;
+	const char *ts_name;
+	const char *mac_name;
+	const char *joiner;
+} TimestampedMacs;
+
 /* The table of schemes and the arguments naming them (webhook_verify.c) */
 extern const VerifyScheme *idem_verify_scheme(Slice name);
 extern const char *idem_verify_scheme_names(void);
@@ -81,6 +95,20 @@ extern void hmac_sha256(const uint8 *key, size_t keylen, const Slice *parts,
 extern EVP_PKEY *verify_public_key(Slice der);
 extern bool verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 							 int nparts, const uint8 *sig, size_t siglen);
+extern bool verify_timestamped_macs(const TimestampedMacs *format,
+									const Slice *secret,
+									const VerifyRequest *req);
+
+/* HMAC-SHA256 schemes with a shared secret (verify_hmac.c) */
+extern void *github_prepare(Slice secret);
+extern void *shopify_prepare(Slice secret);
+extern void *razorpay_prepare(Slice secret);
+extern void *checkout_prepare(Slice secret);
+extern bool body_mac_verify(void *key, const VerifyRequest *req);
+extern void *paddle_prepare(Slice secret);
+extern bool paddle_verify(void *key, const VerifyRequest *req);
+extern void *adyen_prepare(Slice secret);
+extern bool adyen_verify(void *key, const VerifyRequest *req);
 
 /*
  * PEM (verify_util.c): the objects of the PEM blocks of a text, read with

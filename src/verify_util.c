@@ -978,3 +978,70 @@ form_signed_string(const Form *form, const char *const *skip, bool skip_empty)
 	result.len = p - buf;
 	return result;
 }
+
+/*
+ * Check a header of Stripe's shape (TimestampedMacs) with a secret used as
+ * given.  Any MAC element may match (the sender lists one per active secret
+ * while a secret is rolled); unknown elements and elements without "=" are
+ * ignored; no timestamp, two of them, or no MAC element at all is false,
+ * and so is a timestamp outside the request's tolerance.
+ */
+bool
+verify_timestamped_macs(const TimestampedMacs *format, const Slice *secret,
+						const VerifyRequest *req)
+{
+	Slice		header;
+	Slice		rest;
+	Slice		item;
+	Slice		name;
+	Slice		value;
+	Slice		ts = {NULL, 0};
+	int			nts = 0;
+	int			nmacs = 0;
+	int64		secs;
+	uint8		expected[VERIFY_MAC_LEN];
+	uint8		given[VERIFY_MAC_LEN];
+	bool		matched = false;
+	Slice		parts[3];
+
+	if (!find_header(req->headers, format->header, &header))
+		return false;
+
+	/* first pass: the timestamp, and whether there is any MAC */
+	rest = header;
+	while (next_element(&rest, format->sep, &item))
+	{
+		if (!split_pair(item, '=', &name, &value))
+			continue;
+		if (slice_is(name, format->ts_name))
+		{
+			ts = value;
+			nts++;
+		}
+		else if (slice_is(name, format->mac_name))
+			nmacs++;
+	}
+	if (nts != 1 || nmacs == 0 || !parse_unix_seconds(ts, &secs))
+		return false;
+	if (!timestamp_acceptable(secs, req->tolerance_usecs))
+		return false;
+
+	parts[0] = ts;
+	parts[1].data = format->joiner;
+	parts[1].len = strlen(format->joiner);
+	parts[2] = req->payload;
+	hmac_sha256((const uint8 *) secret->data, secret->len, parts, 3, expected);
+
+	/* second pass: every MAC, without stopping at the first match */
+	rest = header;
+	while (next_element(&rest, format->sep, &item))
+	{
+		if (!split_pair(item, '=', &name, &value) ||
+			!slice_is(name, format->mac_name))
+			continue;
+		if (decode_hex(value, given, VERIFY_MAC_LEN))
+			matched |= mac_equal(expected, given, VERIFY_MAC_LEN);
+	}
+	explicit_bzero(expected, sizeof(expected));
+	return matched;
+}

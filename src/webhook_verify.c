@@ -40,6 +40,13 @@ static const VerifyScheme schemes[] = {
 	{"stripe", stripe_prepare, stripe_verify},
 	{"standard", standard_prepare, standard_verify},
 	{"svix", svix_prepare, standard_verify},
+	/* HMAC schemes (verify_hmac.c) */
+	{"github", github_prepare, body_mac_verify},
+	{"shopify", shopify_prepare, body_mac_verify},
+	{"razorpay", razorpay_prepare, body_mac_verify},
+	{"checkout", checkout_prepare, body_mac_verify},
+	{"paddle", paddle_prepare, paddle_verify},
+	{"adyen", adyen_prepare, adyen_verify},
 	/* form-based gateways (verify_form.c) */
 	{"alipay", alipay_prepare, alipay_verify},
 	{"unionpay", unionpay_prepare, unionpay_verify},
@@ -76,67 +83,14 @@ stripe_prepare(Slice secret)
 
 /*
  * Stripe: Stripe-Signature is "t=<unix>,v1=<hex>[,v1=<hex>...][,v0=...]",
- * the MAC is over "<t>.<payload>".  Any v1 may match (Stripe sends one per
- * active secret while a secret is rolled); v0 and unknown elements are
- * ignored; no t, two t, or no v1 at all is false.
+ * the MAC is over "<t>.<payload>"; v0 (test mode) is ignored.
  */
 static bool
 stripe_verify(void *key, const VerifyRequest *req)
 {
-	Slice	   *secret = key;
-	Slice		header;
-	Slice		rest;
-	Slice		item;
-	Slice		name;
-	Slice		value;
-	Slice		t = {NULL, 0};
-	int			nt = 0;
-	int			nv1 = 0;
-	int64		secs;
-	uint8		expected[VERIFY_MAC_LEN];
-	uint8		given[VERIFY_MAC_LEN];
-	bool		matched = false;
-	Slice		parts[3];
+	static const TimestampedMacs format = {"stripe-signature", ',', "t", "v1", "."};
 
-	if (!find_header(req->headers, "stripe-signature", &header))
-		return false;
-
-	/* first pass: the timestamp, and whether there is any v1 */
-	rest = header;
-	while (next_element(&rest, ',', &item))
-	{
-		if (!split_pair(item, '=', &name, &value))
-			continue;
-		if (slice_is(name, "t"))
-		{
-			t = value;
-			nt++;
-		}
-		else if (slice_is(name, "v1"))
-			nv1++;
-	}
-	if (nt != 1 || nv1 == 0 || !parse_unix_seconds(t, &secs))
-		return false;
-	if (!timestamp_acceptable(secs, req->tolerance_usecs))
-		return false;
-
-	parts[0] = t;
-	parts[1].data = ".";
-	parts[1].len = 1;
-	parts[2] = req->payload;
-	hmac_sha256((const uint8 *) secret->data, secret->len, parts, 3, expected);
-
-	/* second pass: every v1, without stopping at the first match */
-	rest = header;
-	while (next_element(&rest, ',', &item))
-	{
-		if (!split_pair(item, '=', &name, &value) || !slice_is(name, "v1"))
-			continue;
-		if (decode_hex(value, given, VERIFY_MAC_LEN))
-			matched |= mac_equal(expected, given, VERIFY_MAC_LEN);
-	}
-	explicit_bzero(expected, sizeof(expected));
-	return matched;
+	return verify_timestamped_macs(&format, key, req);
 }
 
 /*

@@ -396,6 +396,178 @@ $family = 'signature';
 	add("SELECT idem_webhook_verify('stripe', 's', 'p', '{}', '178000000 years')::text", 'ok:false');
 }
 
+# --- hmac: the HMAC schemes of version 1.3 (github, shopify, razorpay,
+# checkout, paddle, adyen) with every malformed header, list and item ---
+
+$family = 'hmac';
+{
+	my $payload = '{"id": "evt_1", "amount": 100}';
+	my $pl = lit($payload);
+	my $t = '1700000000';
+
+	# A verification of scheme with secret (SQL) over payload (SQL) and
+	# headers (a JSON text), with no time check
+	my $verify = sub {
+		my ($scheme, $secret_sql, $payload_sql, $headers, $expect) = @_;
+		add("SELECT idem_webhook_verify(" . lit($scheme) . ", $secret_sql, $payload_sql, "
+			  . lit($headers) . "::jsonb, NULL)::text", $expect);
+	};
+	# A JSON object of one header
+	my $h1 = sub { return '{"' . $_[0] . '": "' . $_[1] . '"}'; };
+	# The same with the header's value a SQL expression (for the large ones)
+	my $verify_sql = sub {
+		my ($scheme, $secret_sql, $name, $value_sql, $expect) = @_;
+		add("SELECT idem_webhook_verify(" . lit($scheme) . ", $secret_sql, $pl, "
+			  . "jsonb_build_object(" . lit($name) . ", $value_sql), NULL)::text", $expect);
+	};
+
+	# GitHub, Shopify, Razorpay, Checkout.com: one header, MAC of the body
+	my $secret = "hmac-secret-\x{e9}t\x{e9}";
+	my $hex = hmac_sha256_hex(encode_utf8($payload), encode_utf8($secret));
+	my $b64 = hmac_sha256_base64(encode_utf8($payload), encode_utf8($secret)) . '=';
+	my @body = (
+		[ 'github',   'X-Hub-Signature-256',   "sha256=$hex" ],
+		[ 'shopify',  'X-Shopify-Hmac-Sha256', $b64 ],
+		[ 'razorpay', 'X-Razorpay-Signature',  $hex ],
+		[ 'checkout', 'Cko-Signature',         $hex ]);
+	for (@body)
+	{
+		my ($scheme, $name, $good) = @$_;
+		my $s = lit($secret);
+		$verify->($scheme, $s, $pl, $h1->($name, $good), 'ok:true');
+		$verify->($scheme, $s, $pl, $h1->(uc($name), $good), 'ok:true');
+		$verify->($scheme, $s, lit($payload . ' '), $h1->($name, $good), 'ok:false');
+		$verify->($scheme, $s, 'NULL', $h1->($name, $good), 'ok:false');
+		$verify->($scheme, $s, "''", $h1->($name, $good), 'ok:false');
+		$verify->($scheme, lit('other'), $pl, $h1->($name, $good), 'ok:false');
+		$verify->($scheme, $s, $pl, '{"' . $name . '": "' . $good . '", "' . lc($name) . '": "' . $good . '"}',
+			'ok:false');
+		$verify->($scheme, $s, $pl, $h1->($name, $_), 'ok:false') for (
+			'', ' ', '=', 'sha256=', "sha256=sha256=$hex", "SHA256=$hex", " $good", "$good ",
+			"$good,$good", "$good $good", substr($good, 1), substr($good, 0, -1), "${good}0",
+			"${good}==", 'g' x 64, '!' x 44, ('A' x 43) . '=', "$good\\n",
+			"sha256=\\u0661" . substr($hex, 1), rand_text(64) =~ s/["\\\x00-\x1f]/x/gr);
+		$verify_sql->($scheme, $s, $name, $_, 'ok:false') for (
+			"'sha256=' || repeat('a', 1000000)", "repeat('a', 1000000)", "repeat('=', 1000000)",
+			"(SELECT string_agg(" . lit($good) . ", ',') FROM generate_series(1, 5000))",
+			"(SELECT string_agg(" . lit($good) . ", ' ') FROM generate_series(1, 5000))");
+		$verify->($scheme, $s, $pl, $_, 'ok:false') for (
+			'{}', '[]', 'null', '"' . $good . '"', '{"' . $name . '": null}',
+			'{"' . $name . '": ["' . $good . '"]}', '{"' . $name . '": {"v": "' . $good . '"}}');
+		# a valid header among ten thousand others
+		add("SELECT idem_webhook_verify(" . lit($scheme) . ", $s, $pl, "
+			  . "(SELECT jsonb_object_agg('X-Other-' || i, repeat('v', 100)) FROM generate_series(1, 10000) i) || "
+			  . lit($h1->($name, $good)) . "::jsonb)::text", 'ok:true');
+		add("SELECT idem_webhook_verify(" . lit($scheme) . ", '', 'p', '{}')::text", 'err:22023');
+		add("SELECT idem_webhook_verify(" . lit($scheme) . ", NULL, NULL, NULL)::text", 'err:22004');
+	}
+	# bodies of every size, signed here
+	for my $n (0, 1, 1000, $quick ? () : 5_000_000)
+	{
+		my $sig = hmac_sha256_hex('b' x $n, $secret =~ s/[^\x00-\x7f]//gr);
+		$verify->('github', lit($secret =~ s/[^\x00-\x7f]//gr), "repeat('b', $n)",
+			$h1->('X-Hub-Signature-256', "sha256=$sig"), 'ok:true');
+	}
+
+	# Paddle Billing: ts=<unix>;h1=<hex>[;h1=...] over "<ts>:<body>"
+	my $psecret = 'pdl_ntfset_hostile';
+	my $ps = lit($psecret);
+	my $ph1 = hmac_sha256_hex("$t:$payload", $psecret);
+	my $ph = sub { return $h1->('Paddle-Signature', $_[0]); };
+	$verify->('paddle', $ps, $pl, $ph->("ts=$t;h1=$ph1"), 'ok:true');
+	$verify->('paddle', $ps, $pl, $ph->(" ts = $t ; h1 = " . uc($ph1) . ' '), 'ok:true');
+	my $many = sub {
+		my ($element, $n) = @_;
+		return "(SELECT string_agg(" . lit($element) . ", ';') FROM generate_series(1, $n))";
+	};
+	$verify_sql->('paddle', $ps, 'Paddle-Signature', "'ts=$t;' || " . $many->('h1=' . ('ab' x 32), 5000)
+		  . " || ';h1=$ph1'", 'ok:true');
+	$verify_sql->('paddle', $ps, 'Paddle-Signature', "'ts=$t;' || " . $many->('h1=' . ('ab' x 32), 5000),
+		'ok:false');
+	$verify_sql->('paddle', $ps, 'Paddle-Signature', "'ts=$t;' || " . $many->('h1=zz', 20000) . " || ';h1=$ph1'",
+		'ok:true');
+	$verify_sql->('paddle', $ps, 'Paddle-Signature', $many->("ts=$t", 5000) . " || ';h1=$ph1'", 'ok:false');
+	$verify_sql->('paddle', $ps, 'Paddle-Signature', "'ts=$t;h1=' || repeat('a', 1000000)", 'ok:false');
+	$verify_sql->('paddle', $ps, 'Paddle-Signature', "repeat(';', 1000000)", 'ok:false');
+	$verify->('paddle', $ps, $pl, $ph->($_), 'ok:false') for (
+		'', ';', '=', ';;;', 'ts=', 'h1=', "ts=$t", "h1=$ph1", "ts=;h1=$ph1", "ts=$t;h1=",
+		"ts=$t;ts=$t;h1=$ph1", "ts=$t,h1=$ph1", "t=$t;v1=$ph1", "TS=$t;H1=$ph1",
+		"ts=-1;h1=$ph1", "ts=+$t;h1=$ph1", "ts=1e9;h1=$ph1", "ts=99999999999999999999;h1=$ph1",
+		"ts=253402300800;h1=$ph1", "ts=" . ($t + 1) . ";h1=$ph1", "ts=$t;h1=" . substr($ph1, 1),
+		"ts=$t;h1=${ph1}0", "ts=\\u0661\\u0662;h1=$ph1", "ts=$t;h1=$ph1\\u00e9",
+		rand_text(100) =~ s/["\\\x00-\x1f]/x/gr);
+	$verify->('paddle', $ps, 'NULL', $ph->("ts=$t;h1=$ph1"), 'ok:false');
+	add("SELECT idem_webhook_verify('paddle', $ps, $pl, " . lit($ph->("ts=$t;h1=$ph1")) . "::jsonb)::text",
+		'ok:false');
+	add("SELECT idem_webhook_verify('paddle', $ps, $pl, " . lit($ph->("ts=$t;h1=$ph1"))
+		  . "::jsonb, '178000000 years')::text", 'ok:true');
+	add("SELECT idem_webhook_verify('paddle', '', NULL, NULL)::text", 'err:22023');
+
+	# Adyen: a NotificationRequestItem signing eight of its fields
+	my $akey = '3F1A9C0D5E7B2486A1C3E5F7092B4D6F8A0C2E4F6B8D0A1C3E5F7A9B1D3F5E7C';
+	my $ak = lit($akey);
+	my @fields = ('8816178914778451', '', 'IdemShop', "order-1:\x{e9}", '2599', 'EUR', 'AUTHORISATION', 'true');
+	my $asig = hmac_sha256_base64(encode_utf8(join(':', @fields)), pack('H*', $akey)) . '=';
+	my $item = '{"pspReference": "' . $fields[0] . '", "merchantAccountCode": "' . $fields[2]
+	  . '", "merchantReference": "' . $fields[3] . '", "amount": {"value": ' . $fields[4]
+	  . ', "currency": "' . $fields[5] . '"}, "eventCode": "' . $fields[6] . '", "success": "'
+	  . $fields[7] . '", "additionalData": {"hmacSignature": "' . $asig . '"}}';
+	my $adyen = sub {
+		my ($p_sql, $expect, $key_sql) = @_;
+		add("SELECT idem_webhook_verify('adyen', " . ($key_sql // $ak) . ", $p_sql, '{}')::text", $expect);
+	};
+	my $open = substr($item, 0, -1);    # the item without its closing brace
+	$adyen->(lit($item), 'ok:true');
+	$adyen->(lit('{"NotificationRequestItem": ' . $item . '}'), 'ok:true');
+	$adyen->(lit($item), 'ok:true', lit(lc($akey)));
+	$adyen->(lit($item) . '::jsonb::text', 'ok:true');
+	$adyen->(lit(qq({"live": "false", "notificationItems": [{"NotificationRequestItem": $item}]})), 'ok:false');
+	$adyen->(lit($_), 'ok:false') for (
+		'', ' ', '{', '}', '[', ']', '{}', '[]', 'null', 'true', '0', '"x"', '{"a":}', '{"a" 1}',
+		substr($item, 0, -1), "$item}", "$item$item", $item =~ s/"/'/gr, $item =~ s/EUR/E\\xUR/r,
+		$item =~ s/EUR/E\\u0000R/r, $item =~ s/EUR/E\\ud800R/r, $item =~ s/EUR/E\\u12R/r,
+		$item =~ s/2599/NaN/r, $item =~ s/2599/-/r, $item =~ s/2599/01/r,
+		$open . ', "pspReference": "x"}', $open . ', "additionalData": {}}',
+		'{"NotificationRequestItem": ' . $item . ', "NotificationRequestItem": ' . $item . '}',
+		'{"NotificationRequestItem": ' . $item . ', "live": "false"}', "[$item]",
+		$item =~ s/"hmacSignature": "/"hmacSignature": "A/r, $item =~ s/=\"\}\}$/"}}/r,
+		$item =~ s/"hmacSignature": "[^"]*"/"hmacSignature": 1/r,
+		rand_text(200) =~ s/["\\\x00-\x1f]/x/gr);
+	# deep, wide and huge: the parser's recursion and memory
+	for my $n (64, 65, 1000, 200000)
+	{
+		$adyen->("left(" . lit($item) . ", -1) || ', \"deep\": ' || repeat('[', $n) || repeat(']', $n) || '}'",
+			$n <= 62 ? 'ok:true' : 'ok:false');
+		$adyen->("repeat('[', $n) || repeat(']', $n)", 'ok:false');
+		$adyen->("repeat('{\"a\":', $n) || '1' || repeat('}', $n)", 'ok:false');
+		$adyen->("repeat('{\"a\":', $n)", 'ok:false');
+		$adyen->("'{\"r\": \"' || repeat('[{', $n) || '\"}'", 'ok:false');
+	}
+	$adyen->("left(" . lit($item) . ", -1) || ', \"deep\": ' || repeat('[', 60) || repeat(']', 60) || '}'",
+		'ok:true');
+	$adyen->("left(" . lit($item) . ", -1) || ', \"r\": \"' || repeat('[{\\\\\\\"', 100000) || '\"}'",
+		'ok:true');
+	$adyen->("left(" . lit($item) . ", -1) || ', ' || (SELECT string_agg(format('\"k%s\": %s', i, i), ', ') "
+		  . "FROM generate_series(1, 100000) i) || '}'", 'ok:true');
+	$adyen->("left(" . lit($item) . ", -1) || ', ' || (SELECT string_agg('\"pspReference\": \"x\"', ', ') "
+		  . "FROM generate_series(1, 10000) i) || '}'", 'ok:false');
+	unless ($quick)
+	{
+		$adyen->("left(" . lit($item) . ", -1) || ', \"big\": [' || repeat('1,', 2500000) || '1]}'", 'ok:true');
+		$adyen->("left(" . lit($item) . ", -1) || ', \"big\": \"' || repeat('x', 5000000) || '\"}'", 'ok:true');
+		$adyen->("'[' || repeat('\"\\\\u00e9\",', 1000000) || '0]'", 'ok:false');
+	}
+	$adyen->("replace(" . lit($item) . ", " . lit($asig) . ", repeat('A', 1000000))", 'ok:false');
+	$adyen->(lit(rand_json(6)), 'ok:false') for 1 .. 50;
+	# the key is the application's: hex of even length, or an error
+	$adyen->(lit($item), 'err:22023', lit($_)) for (
+		'A', 'ABC', 'GG', ' ' . $akey, "$akey ", "0x$akey", "whsec_$akey", substr($akey, 1), rand_text(10));
+	$adyen->(lit($item), 'err:22004', 'NULL');
+	$adyen->('NULL', 'err:22023', lit('xyz'));
+	add("SELECT idem_webhook_verify('adyen', $ak, " . lit($item) . ", NULL)::text", 'ok:false');
+	add("SELECT idem_webhook_verify('adyen', $ak, NULL, '{}')::text", 'ok:false');
+}
+
 # --- payment: idem_payment_key's currencies, amounts and dates ---
 
 $family = 'payment';

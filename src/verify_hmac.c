@@ -1,0 +1,602 @@
+/*
+ * verify_hmac.c
+ *		The schemes of idem_webhook_verify whose signature is an HMAC-SHA256
+ *		under a shared secret: GitHub, Shopify, Razorpay and Checkout.com,
+ *		which put the MAC of the body in one header; Paddle Billing, which
+ *		lists MACs of the timestamp and the body beside the timestamp; and
+ *		Adyen, whose notification items carry the MAC of some of their
+ *		fields inside them.
+ *
+ * The MAC is computed with OpenSSL's libcrypto (hmac_sha256) and compared
+ * in constant time (mac_equal).  As everywhere in idem_webhook_verify,
+ * anything wrong with the request is false, never an error.
+ */
+#include "postgres.h"
+
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+
+#include "verify.h"
+
+/* How a MAC is written in its header */
+typedef enum MacEncoding
+{
+	MAC_HEX,					/* 64 hex digits, either case */
+	MAC_BASE64					/* canonical padded standard base64 */
+} MacEncoding;
+
+/* One header holding the MAC of the body, after a fixed prefix */
+typedef struct BodyMacFormat
+{
+	const char *header;
+	const char *prefix;
+	MacEncoding encoding;
+} BodyMacFormat;
+
+/* The key of a body-MAC scheme: the secret's bytes and where the MAC is */
+typedef struct BodyMacKey
+{
+	const Slice *secret;
+	const BodyMacFormat *format;
+} BodyMacKey;
+
+/* GitHub: X-Hub-Signature-256: sha256=<hex> (the SHA-1 header is not read) */
+static const BodyMacFormat github_format = {"x-hub-signature-256", "sha256=", MAC_HEX};
+
+/* Shopify: X-Shopify-Hmac-Sha256: <base64> */
+static const BodyMacFormat shopify_format = {"x-shopify-hmac-sha256", "", MAC_BASE64};
+
+/* Razorpay: X-Razorpay-Signature: <hex> */
+static const BodyMacFormat razorpay_format = {"x-razorpay-signature", "", MAC_HEX};
+
+/* Checkout.com: Cko-Signature: <hex> */
+static const BodyMacFormat checkout_format = {"cko-signature", "", MAC_HEX};
+
+/*
+ * The key of a body-MAC scheme: each of these senders keys its HMAC with
+ * the secret's text as given, so any non-empty secret is a key.
+ */
+static void *
+body_mac_key(Slice secret, const BodyMacFormat *format)
+{
+	BodyMacKey *key = palloc(sizeof(BodyMacKey));
+
+	key->secret = verify_secret_bytes(secret);
+	key->format = format;
+	return key;
+}
+
+/* GitHub's webhook secret */
+void *
+github_prepare(Slice secret)
+{
+	return body_mac_key(secret, &github_format);
+}
+
+/* Shopify's app client secret */
+void *
+shopify_prepare(Slice secret)
+{
+	return body_mac_key(secret, &shopify_format);
+}
+
+/* Razorpay's webhook secret */
+void *
+razorpay_prepare(Slice secret)
+{
+	return body_mac_key(secret, &razorpay_format);
+}
+
+/* Checkout.com's signature key */
+void *
+checkout_prepare(Slice secret)
+{
+	return body_mac_key(secret, &checkout_format);
+}
+
+/*
+ * A body-MAC scheme: the header, taken as it is, must be the prefix exactly
+ * (case and all, nothing around it) followed by the MAC of the raw body in
+ * the scheme's encoding.  One header, one MAC: these senders have no list.
+ */
+bool
+body_mac_verify(void *k, const VerifyRequest *req)
+{
+	BodyMacKey *key = k;
+	size_t		prefix_len = strlen(key->format->prefix);
+	Slice		value;
+	uint8		expected[VERIFY_MAC_LEN];
+	uint8		given[VERIFY_MAC_LEN];
+	bool		decoded;
+	bool		matched;
+
+	if (!find_header(req->headers, key->format->header, &value))
+		return false;
+	if (value.len < prefix_len ||
+		memcmp(value.data, key->format->prefix, prefix_len) != 0)
+		return false;
+	value.data += prefix_len;
+	value.len -= prefix_len;
+	if (key->format->encoding == MAC_HEX)
+		decoded = decode_hex(value, given, VERIFY_MAC_LEN);
+	else
+		decoded = decode_b64_mac(value, given);
+	if (!decoded)
+		return false;
+
+	hmac_sha256((const uint8 *) key->secret->data, key->secret->len,
+				&req->payload, 1, expected);
+	matched = mac_equal(expected, given, VERIFY_MAC_LEN);
+	explicit_bzero(expected, sizeof(expected));
+	return matched;
+}
+
+/* Paddle Billing keys its HMAC with the endpoint secret key as given */
+void *
+paddle_prepare(Slice secret)
+{
+	return verify_secret_bytes(secret);
+}
+
+/*
+ * Paddle Billing: Paddle-Signature is "ts=<unix>;h1=<hex>[;h1=<hex>...]",
+ * the MAC is over "<ts>:<payload>"; while a secret is rotated Paddle sends
+ * one h1 per active secret.  Stripe's shape with other names.
+ */
+bool
+paddle_verify(void *key, const VerifyRequest *req)
+{
+	static const TimestampedMacs format = {"paddle-signature", ';', "ts", "h1", ":"};
+
+	return verify_timestamped_macs(&format, key, req);
+}
+
+/*
+ * Adyen: the notification item signs itself.  The MAC is over eight of its
+ * fields joined by ":" (absent ones empty), in this order, and sits in
+ * additionalData.hmacSignature.  The last entries are the containers,
+ * whose own kind is checked.
+ */
+typedef enum AdyenField
+{
+	ADYEN_PSP_REFERENCE,
+	ADYEN_ORIGINAL_REFERENCE,
+	ADYEN_MERCHANT_ACCOUNT,
+	ADYEN_MERCHANT_REFERENCE,
+	ADYEN_VALUE,
+	ADYEN_CURRENCY,
+	ADYEN_EVENT_CODE,
+	ADYEN_SUCCESS,
+	ADYEN_SIGNED = ADYEN_SUCCESS + 1,	/* the signed fields come first */
+	ADYEN_SIGNATURE = ADYEN_SIGNED,
+	ADYEN_AMOUNT,
+	ADYEN_ADDITIONAL_DATA,
+	ADYEN_NFIELDS
+} AdyenField;
+
+/* Where each field is in the item: a member, or a member of a member */
+static const char *const adyen_paths[ADYEN_NFIELDS][2] = {
+	{"pspReference", NULL},
+	{"originalReference", NULL},
+	{"merchantAccountCode", NULL},
+	{"merchantReference", NULL},
+	{"amount", "value"},
+	{"amount", "currency"},
+	{"eventCode", NULL},
+	{"success", NULL},
+	{"additionalData", "hmacSignature"},
+	{"amount", NULL},
+	{"additionalData", NULL},
+};
+
+/* The member that wraps an item in Adyen's notificationItems array */
+#define ADYEN_WRAPPER	"NotificationRequestItem"
+
+/*
+ * Nesting the payload may have.  The server's JSON parser recurses once per
+ * level and raises an error when the stack runs short, which the request
+ * must never cause; a wrapped notification item is three levels deep.
+ */
+#define ADYEN_MAX_DEPTH	64
+
+/* What the JSON holds at one field's place */
+typedef enum AdyenKind
+{
+	ADYEN_ABSENT = 0,
+	ADYEN_NULL,
+	ADYEN_STRING,
+	ADYEN_OTHER_SCALAR,			/* number, true, false: their text */
+	ADYEN_OBJECT,
+	ADYEN_ARRAY
+} AdyenKind;
+
+/* A field as found: how often, what kind, and a scalar's text */
+typedef struct AdyenValue
+{
+	int			count;			/* more than one: ambiguous */
+	AdyenKind	kind;
+	char	   *text;			/* scalars; NULL otherwise */
+} AdyenValue;
+
+/*
+ * The state of the parse.  The item is the root object, or the object in
+ * the root's only member NotificationRequestItem: both readings are
+ * collected at once and the root's members decide at the end.
+ */
+typedef struct AdyenParse
+{
+	int			depth;			/* containers around the current value */
+	char	   *path[4];		/* path[d]: the member name at depth d, or
+								 * NULL for an array element */
+	bool		root_is_object;
+	int			root_members;
+	int			wrappers;		/* root members named NotificationRequestItem */
+	bool		wrapper_is_object;
+	AdyenValue	direct[ADYEN_NFIELDS];	/* the root as the item */
+	AdyenValue	wrapped[ADYEN_NFIELDS]; /* the wrapped object as the item */
+} AdyenParse;
+
+/*
+ * The semantic actions return void up to PostgreSQL 15 and an error code
+ * from 16 on.
+ */
+#if PG_VERSION_NUM >= 160000
+#define JSON_ACTION JsonParseErrorType
+#define JSON_ACTION_DONE return JSON_SUCCESS
+#else
+#define JSON_ACTION void
+#define JSON_ACTION_DONE return
+#endif
+
+/* The field at path[first..depth] (the item's members from first), or -1 */
+static int
+adyen_field_at(AdyenParse *p, int first)
+{
+	int			len = p->depth - first + 1;
+
+	if (len < 1 || len > 2 || p->path[first] == NULL ||
+		(len == 2 && p->path[first + 1] == NULL))
+		return -1;
+	for (int f = 0; f < ADYEN_NFIELDS; f++)
+	{
+		if (strcmp(p->path[first], adyen_paths[f][0]) != 0)
+			continue;
+		if (len == 1 && adyen_paths[f][1] == NULL)
+			return f;
+		if (len == 2 && adyen_paths[f][1] != NULL &&
+			strcmp(p->path[first + 1], adyen_paths[f][1]) == 0)
+			return f;
+	}
+	return -1;
+}
+
+/* Is the current place inside the root's member NotificationRequestItem? */
+static bool
+adyen_in_wrapper(const AdyenParse *p)
+{
+	return p->depth >= 1 && p->path[1] != NULL &&
+		strcmp(p->path[1], ADYEN_WRAPPER) == 0;
+}
+
+/* Count one more value for a field, keeping the last */
+static void
+adyen_count(AdyenValue *value, AdyenKind kind, char *text)
+{
+	value->count++;
+	value->kind = kind;
+	value->text = text;
+}
+
+/*
+ * Record a value of the given kind at the current place, under both
+ * readings; true if it is one of the fields (text is then kept)
+ */
+static bool
+adyen_note(AdyenParse *p, AdyenKind kind, char *text)
+{
+	int			f;
+	bool		kept = false;
+
+	if (p->depth == 1 && kind == ADYEN_OBJECT && adyen_in_wrapper(p))
+		p->wrapper_is_object = true;
+	if (p->depth >= lengthof(p->path))
+		return false;
+	if ((f = adyen_field_at(p, 1)) >= 0)
+	{
+		adyen_count(&p->direct[f], kind, text);
+		kept = true;
+	}
+	if (p->depth >= 2 && adyen_in_wrapper(p) && (f = adyen_field_at(p, 2)) >= 0)
+	{
+		adyen_count(&p->wrapped[f], kind, text);
+		kept = true;
+	}
+	return kept;
+}
+
+/* A container starts: note its kind where it stands, then go in */
+static void
+adyen_container_start(AdyenParse *p, AdyenKind kind)
+{
+	if (p->depth == 0 && kind == ADYEN_OBJECT)
+		p->root_is_object = true;
+	adyen_note(p, kind, NULL);
+	p->depth++;
+	if (p->depth < lengthof(p->path))
+		p->path[p->depth] = NULL;
+}
+
+/* An object starts */
+static JSON_ACTION
+adyen_object_start(void *state)
+{
+	adyen_container_start(state, ADYEN_OBJECT);
+	JSON_ACTION_DONE;
+}
+
+/* An array starts */
+static JSON_ACTION
+adyen_array_start(void *state)
+{
+	adyen_container_start(state, ADYEN_ARRAY);
+	JSON_ACTION_DONE;
+}
+
+/* A container ends */
+static JSON_ACTION
+adyen_container_end(void *state)
+{
+	((AdyenParse *) state)->depth--;
+	JSON_ACTION_DONE;
+}
+
+/* A member of an object starts: its name is the path at this depth */
+static JSON_ACTION
+adyen_field_start(void *state, char *fname, bool isnull)
+{
+	AdyenParse *p = state;
+
+	if (p->depth == 1)
+	{
+		p->root_members++;
+		if (strcmp(fname, ADYEN_WRAPPER) == 0)
+			p->wrappers++;
+	}
+	if (p->depth < lengthof(p->path))
+		p->path[p->depth] = fname;
+	JSON_ACTION_DONE;
+}
+
+/* A member ends: its name is no longer needed */
+static JSON_ACTION
+adyen_field_end(void *state, char *fname, bool isnull)
+{
+	AdyenParse *p = state;
+
+	if (p->depth < lengthof(p->path))
+		p->path[p->depth] = NULL;
+	pfree(fname);
+	JSON_ACTION_DONE;
+}
+
+/* An array element starts: no name in the path */
+static JSON_ACTION
+adyen_element_start(void *state, bool isnull)
+{
+	AdyenParse *p = state;
+
+	if (p->depth < lengthof(p->path))
+		p->path[p->depth] = NULL;
+	JSON_ACTION_DONE;
+}
+
+/* A scalar: kept if it is one of the fields, freed otherwise */
+static JSON_ACTION
+adyen_scalar(void *state, char *token, JsonTokenType type)
+{
+	AdyenKind	kind;
+
+	if (type == JSON_TOKEN_NULL)
+		kind = ADYEN_NULL;
+	else if (type == JSON_TOKEN_STRING)
+		kind = ADYEN_STRING;
+	else
+		kind = ADYEN_OTHER_SCALAR;
+	if (!adyen_note(state, kind, kind == ADYEN_NULL ? NULL : token) &&
+		token != NULL)
+		pfree(token);
+	JSON_ACTION_DONE;
+}
+
+/*
+ * Can the server's JSON parser read this text without raising an error?
+ * It raises one where the nesting outgrows the stack, and where a \u
+ * escape names a character the database encoding does not have; it answers
+ * an error code for everything else.  So: nested at most max_depth deep,
+ * and, unless the database is UTF-8, no \u escape beyond ASCII.  Counted
+ * outside strings, as the parser counts up to the first error it finds.
+ */
+static bool
+json_safe_to_parse(Slice json, int max_depth)
+{
+	bool		utf8 = GetDatabaseEncoding() == PG_UTF8;
+	int			depth = 0;
+	bool		in_string = false;
+
+	for (size_t i = 0; i < json.len; i++)
+	{
+		char		c = json.data[i];
+
+		if (in_string)
+		{
+			if (c == '"')
+				in_string = false;
+			else if (c == '\\' && i + 1 < json.len)
+			{
+				Slice		hex = {json.data + i + 2, 4};
+				uint8		code[2];
+
+				/* \u0000 to \u007F are ASCII: any other is not */
+				if (!utf8 && json.data[i + 1] == 'u' && i + 5 < json.len &&
+					(!decode_hex(hex, code, 2) || code[0] != 0 || code[1] > 0x7F))
+					return false;
+				i++;
+			}
+		}
+		else if (c == '"')
+			in_string = true;
+		else if (c == '{' || c == '[')
+		{
+			if (++depth > max_depth)
+				return false;
+		}
+		else if (c == '}' || c == ']')
+			depth--;
+	}
+	return true;
+}
+
+/*
+ * Parse the payload into p with the server's JSON parser, which answers
+ * an error code instead of raising for JSON that is not well formed.
+ */
+static bool
+adyen_parse(Slice payload, AdyenParse *p)
+{
+	JsonLexContext *lex;
+	JsonSemAction sem;
+
+	if (payload.len > PG_INT32_MAX || !json_safe_to_parse(payload, ADYEN_MAX_DEPTH))
+		return false;
+	memset(p, 0, sizeof(AdyenParse));
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = p;
+	sem.object_start = adyen_object_start;
+	sem.object_end = adyen_container_end;
+	sem.array_start = adyen_array_start;
+	sem.array_end = adyen_container_end;
+	sem.object_field_start = adyen_field_start;
+	sem.object_field_end = adyen_field_end;
+	sem.array_element_start = adyen_element_start;
+	sem.scalar = adyen_scalar;
+#if PG_VERSION_NUM >= 170000
+	lex = makeJsonLexContextCstringLen(NULL, payload.data, payload.len,
+									   GetDatabaseEncoding(), true);
+#else
+	lex = makeJsonLexContextCstringLen(unconstify(char *, payload.data),
+									   (int) payload.len,
+									   GetDatabaseEncoding(), true);
+#endif
+	return pg_parse_json(lex, &sem) == JSON_SUCCESS;
+}
+
+/*
+ * The item's fields, if they make a notification item: every field at
+ * most once, the signed ones scalars or null, amount and additionalData
+ * objects or null, and the signature a string.  The root is the item, or
+ * wraps it as its only member NotificationRequestItem.
+ */
+static const AdyenValue *
+adyen_item(const AdyenParse *p)
+{
+	const AdyenValue *item;
+
+	if (!p->root_is_object)
+		return NULL;
+	if (p->wrappers == 0)
+		item = p->direct;
+	else if (p->wrappers == 1 && p->root_members == 1 && p->wrapper_is_object)
+		item = p->wrapped;
+	else
+		return NULL;
+
+	for (int f = 0; f < ADYEN_NFIELDS; f++)
+	{
+		AdyenKind	kind = item[f].kind;
+
+		if (item[f].count > 1)
+			return NULL;
+		if (f == ADYEN_AMOUNT || f == ADYEN_ADDITIONAL_DATA)
+		{
+			if (kind != ADYEN_ABSENT && kind != ADYEN_NULL && kind != ADYEN_OBJECT)
+				return NULL;
+		}
+		else if (kind == ADYEN_OBJECT || kind == ADYEN_ARRAY)
+			return NULL;
+	}
+	if (item[ADYEN_SIGNATURE].kind != ADYEN_STRING)
+		return NULL;
+	return item;
+}
+
+/*
+ * Adyen's HMAC key is shown as hex in the Customer Area; the MAC is keyed
+ * with the bytes it spells
+ */
+void *
+adyen_prepare(Slice secret)
+{
+	Slice	   *key;
+	uint8	   *bytes;
+
+	key = verify_secret_alloc(sizeof(Slice) + secret.len / 2);
+	bytes = (uint8 *) (key + 1);
+	/* exactly two digits a byte: an odd count is refused too */
+	if (!decode_hex(secret, bytes, secret.len / 2))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("webhook secret is not a hexadecimal key"),
+				 errdetail("An HMAC key of the \"adyen\" scheme is an even number of hexadecimal digits, as Adyen's Customer Area shows it."),
+				 errhint("Check for stray whitespace or a truncated key.")));
+	key->data = (const char *) bytes;
+	key->len = secret.len / 2;
+	return key;
+}
+
+/*
+ * Adyen: the payload is one NotificationRequestItem (the item itself, as
+ * Adyen's libraries take it, or {"NotificationRequestItem": item}, an
+ * element of the notification's notificationItems as it comes); the MAC
+ * is over pspReference:originalReference:merchantAccountCode:
+ * merchantReference:amount.value:amount.currency:eventCode:success, each
+ * a string's text or a number's or boolean's as written, absent or null
+ * empty, and additionalData.hmacSignature holds its base64.  There is no
+ * timestamp, so the tolerance does not apply; headers are not read.
+ * Anything that is not such an item, bad JSON included, is false.
+ */
+bool
+adyen_verify(void *k, const VerifyRequest *req)
+{
+	Slice	   *key = k;
+	AdyenParse	parse;
+	const AdyenValue *item;
+	Slice		parts[2 * ADYEN_SIGNED - 1];
+	uint8		expected[VERIFY_MAC_LEN];
+	uint8		given[VERIFY_MAC_LEN];
+	Slice		signature;
+	bool		matched;
+
+	if (!adyen_parse(req->payload, &parse) || (item = adyen_item(&parse)) == NULL)
+		return false;
+	signature.data = item[ADYEN_SIGNATURE].text;
+	signature.len = strlen(signature.data);
+	if (!decode_b64_mac(signature, given))
+		return false;
+
+	for (int f = 0; f < ADYEN_SIGNED; f++)
+	{
+		const char *text = item[f].text != NULL ? item[f].text : "";
+
+		if (f > 0)
+		{
+			parts[2 * f - 1].data = ":";
+			parts[2 * f - 1].len = 1;
+		}
+		parts[2 * f].data = text;
+		parts[2 * f].len = strlen(text);
+	}
+	hmac_sha256((const uint8 *) key->data, key->len, parts, lengthof(parts), expected);
+	matched = mac_equal(expected, given, VERIFY_MAC_LEN);
+	explicit_bzero(expected, sizeof(expected));
+	return matched;
+}
