@@ -82,4 +82,16 @@ extern EVP_PKEY *verify_public_key(Slice der);
 extern bool verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 							 int nparts, const uint8 *sig, size_t siglen);
 
+/* PEM blocks and certificates (verify_util.c) */
+typedef enum VerifyPemStatus
+{
+	VERIFY_PEM_BLOCK,			/* a block was read */
+	VERIFY_PEM_NONE,			/* no block is left */
+	VERIFY_PEM_MALFORMED		/* a BEGIN line starts something unreadable */
+} VerifyPemStatus;
+
+extern VerifyPemStatus verify_pem_next(Slice *rest, Slice *before, char **label,
+									   Slice *der);
+extern X509 *verify_certificate(Slice der);
+
 #endif							/* IDEM_VERIFY_H */
