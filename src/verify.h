@@ -94,4 +94,8 @@ extern VerifyPemStatus verify_pem_next(Slice *rest, Slice *before, char **label,
 									   Slice *der);
 extern X509 *verify_certificate(Slice der);
 
+/* WeChat Pay (verify_wechatpay.c) */
+extern void *wechatpay_prepare(Slice secret);
+extern bool wechatpay_verify(void *key, const VerifyRequest *req);
+
 #endif							/* IDEM_VERIFY_H */

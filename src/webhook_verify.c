@@ -40,6 +40,7 @@ static const VerifyScheme schemes[] = {
 	{"stripe", stripe_prepare, stripe_verify},
 	{"standard", standard_prepare, standard_verify},
 	{"svix", svix_prepare, standard_verify},
+	{"wechatpay", wechatpay_prepare, wechatpay_verify},
 };
 
 /* The scheme of that name, or NULL */
