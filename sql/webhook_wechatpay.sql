@@ -1,9 +1,9 @@
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS idem;
 RESET client_min_messages;
--- The "wechatpay" scheme of idem_webhook_verify.  WeChat Pay publishes no
--- keys: the vectors below were made with test keys by the openssl command
--- line and Python's cryptography package
+-- The "wechatpay" scheme of idem_webhook_verify and idem_wechatpay_decrypt.
+-- WeChat Pay publishes no keys: the vectors below were made with test keys
+-- by the openssl command line and Python's cryptography package
 -- (test/vectors/make_wechatpay_vectors.py), independently of idem, plus
 -- the vectors published in WeChat Pay's own SDKs (wechatpay-go,
 -- wechatpay-java).  Timestamps are checked against the clock with
@@ -310,3 +310,113 @@ SELECT pg_temp.err(format('SELECT idem_webhook_verify(%L, %L, %L, %L, NULL)', 'w
 -- one error as psql prints it
 SELECT idem_webhook_verify('wechatpay', :'pub_c', :'body', :'h_a');
 
+--
+-- idem_wechatpay_decrypt
+--
+-- A resource around a ciphertext of the test key
+CREATE FUNCTION pg_temp.res(ciphertext text, aad text DEFAULT 'transaction',
+                            nonce text DEFAULT 'fdasflkja484') RETURNS jsonb
+LANGUAGE sql AS $$
+  SELECT jsonb_build_object('original_type', 'transaction', 'algorithm', 'AEAD_AES_256_GCM',
+                            'ciphertext', ciphertext, 'associated_data', aad, 'nonce', nonce)
+$$;
+
+-- the resource of the notification published in wechatpay-go is
+-- encrypted under a 16-byte test key (AES-128-GCM, which Go picks by the
+-- key's length): not an APIv3 key, whose 32 bytes make AES-256-GCM
+SELECT pg_temp.err(format('SELECT idem_wechatpay_decrypt(%L, %L::jsonb -> %L)',
+                          :'go_api_key', :'go_body', 'resource')) AS go_resource_16_byte_key;
+
+-- the resource of the test notification, under the test APIv3 key
+SELECT idem_wechatpay_decrypt(:'api_key', (:'body')::jsonb -> 'resource') = (:'plaintext')::jsonb AS decrypted;
+SELECT r ->> 'trade_state' AS trade_state, r ->> 'out_trade_no' AS out_trade_no,
+       r #>> '{amount,total}' AS total, r ->> 'trade_state_desc' AS description
+FROM idem_wechatpay_decrypt(:'api_key', (:'body')::jsonb -> 'resource') AS r;
+SELECT (:'body')::jsonb -> 'resource' ->> 'ciphertext' AS ct \gset
+-- tampered ciphertext, tag, nonce or associated data; another key; another
+-- algorithm: NULL
+SELECT label, idem_wechatpay_decrypt(key, res) IS NULL AS is_null
+FROM (VALUES
+  ('genuine',                 :'api_key', pg_temp.res(:'ct')),
+  ('ciphertext changed',      :'api_key', pg_temp.res(pg_temp.flip(:'ct', 10))),
+  ('tag changed',             :'api_key', pg_temp.res(pg_temp.flip(:'ct', length(:'ct') - 10))),
+  ('ciphertext shortened',    :'api_key', pg_temp.res(encode(substr(decode(:'ct', 'base64'), 2), 'base64'))),
+  ('tag missing',             :'api_key', pg_temp.res(encode(substr(decode(:'ct', 'base64'), 1, length(decode(:'ct', 'base64')) - 16), 'base64'))),
+  ('nonce changed',           :'api_key', pg_temp.res(:'ct', nonce => 'fdasflkja485')),
+  ('associated data changed', :'api_key', pg_temp.res(:'ct', aad => 'refund')),
+  ('associated data empty',   :'api_key', pg_temp.res(:'ct', aad => '')),
+  ('other key',               :'api_key_other', pg_temp.res(:'ct')),
+  ('other algorithm',         :'api_key', pg_temp.res(:'ct') || '{"algorithm": "AEAD_AES_128_GCM"}'),
+  ('algorithm in lower case', :'api_key', pg_temp.res(:'ct') || '{"algorithm": "aead_aes_256_gcm"}'),
+  ('encrypted under the other key', :'api_key', pg_temp.res(:'res_other_key')),
+  ('... decrypted with it',   :'api_key_other', pg_temp.res(:'res_other_key'))
+) AS t(label, key, res);
+-- associated_data: may be empty, absent or null when it was empty
+SELECT label, coalesce(idem_wechatpay_decrypt(:'api_key', res) = (:'plaintext')::jsonb, false) AS decrypted
+FROM (VALUES
+  ('empty',          pg_temp.res(:'res_empty_aad', aad => '')),
+  ('absent',         pg_temp.res(:'res_empty_aad') - 'associated_data'),
+  ('null',           pg_temp.res(:'res_empty_aad') || '{"associated_data": null}'),
+  ('given, but it was empty', pg_temp.res(:'res_empty_aad')),
+  ('absent, but it was not',  pg_temp.res(:'ct') - 'associated_data')
+) AS t(label, res);
+-- resources missing a field, or of the wrong shape: NULL
+SELECT label, idem_wechatpay_decrypt(:'api_key', res) IS NULL AS is_null
+FROM (VALUES
+  ('no algorithm',          pg_temp.res(:'ct') - 'algorithm'),
+  ('no ciphertext',         pg_temp.res(:'ct') - 'ciphertext'),
+  ('no nonce',              pg_temp.res(:'ct') - 'nonce'),
+  ('numeric nonce',         pg_temp.res(:'ct') || '{"nonce": 123456789012}'),
+  ('ciphertext in array',   pg_temp.res(:'ct') || jsonb_build_object('ciphertext', jsonb_build_array(:'ct'))),
+  ('numeric aad',           pg_temp.res(:'ct') || '{"associated_data": 1}'),
+  ('nonce of 11',           pg_temp.res(:'ct', nonce => 'fdasflkja48')),
+  ('nonce of 13',           pg_temp.res(:'ct', nonce => 'fdasflkja4844')),
+  ('empty ciphertext',      pg_temp.res('')),
+  ('ciphertext not base64', pg_temp.res('not base64!')),
+  ('ciphertext with = added', pg_temp.res(:'ct' || '=')),
+  ('ciphertext cut short',  pg_temp.res(left(:'ct', -1))),
+  ('ciphertext with newlines', pg_temp.res(encode(decode(:'ct', 'base64'), 'base64'))),
+  ('15 bytes',              pg_temp.res(encode('\x000102030405060708090a0b0c0d0e'::bytea, 'base64'))),
+  ('the whole notification', (:'body')::jsonb),
+  ('empty object',          '{}'),
+  ('array',                 jsonb_build_array(pg_temp.res(:'ct'))),
+  ('string',                to_jsonb(:'ct'::text)),
+  ('number',                '1'),
+  ('json null',             'null')
+) AS t(label, res);
+SELECT idem_wechatpay_decrypt(:'api_key', NULL) IS NULL AS null_resource;
+-- plaintexts: only valid UTF-8 JSON comes back; anything else is NULL
+SELECT label, idem_wechatpay_decrypt(:'api_key', pg_temp.res(ct)) AS plaintext
+FROM (VALUES
+  ('not JSON',         :'res_not_json'),
+  ('not UTF-8',        :'res_bad_utf8'),
+  ('\u0000',           :'res_nul_escape'),
+  ('NUL byte',         :'res_nul_byte'),
+  ('empty',            :'res_empty_plain'),
+  ('a JSON string',    :'res_scalar'),
+  ('\u escapes',       :'res_escapes')
+) AS t(label, ct);
+-- the resource published in wechatpay-java (AeadAesCipherTest): it
+-- authenticates, but its plaintext is "message", not JSON
+SELECT idem_wechatpay_decrypt(:'java_key',
+       jsonb_build_object('algorithm', 'AEAD_AES_256_GCM', 'ciphertext', :'java_ciphertext',
+                          'nonce', :'java_nonce', 'associated_data', :'java_aad')) AS java_published;
+-- the key: 32 bytes, checked before the resource is read
+SELECT label, pg_temp.err(format('SELECT idem_wechatpay_decrypt(%L, %L)', key, res)) AS error
+FROM (VALUES
+  ('31 bytes',          left(:'api_key', 31), pg_temp.res(:'ct')),
+  ('33 bytes',          :'api_key' || 'x',    pg_temp.res(:'ct')),
+  ('empty',             '',                   pg_temp.res(:'ct')),
+  ('32 characters, 64 bytes', repeat('é', 32), pg_temp.res(:'ct')),
+  ('NULL',              NULL,                 pg_temp.res(:'ct')),
+  ('NULL, NULL resource', NULL,               NULL),
+  ('short, NULL resource', 'short',           NULL),
+  ('short, garbage resource', 'short',        '"garbage"')
+) AS t(label, key, res);
+-- a key of 16 characters that are 32 bytes is a key: the resource does not
+-- decrypt under it
+SELECT idem_wechatpay_decrypt(repeat('é', 16), pg_temp.res(:'ct')) IS NULL AS multibyte_key;
+-- one error as psql prints it
+SELECT idem_wechatpay_decrypt('short', NULL);
+-- labels: the same answer for the same arguments
+SELECT provolatile, proparallel, proisstrict FROM pg_proc WHERE proname = 'idem_wechatpay_decrypt';

@@ -14,8 +14,8 @@
 # idem.max_response_size), signature (every malformed header shape, valid
 # signatures as controls), payment (currencies, amounts, dates), interval
 # (leases, ttls, tolerances, ends at the edge of timestamptz's range),
-# token, fingerprint, key, and wechatpay (certificates, PEM and headers of
-# WeChat Pay).  The NULL sweep
+# token, fingerprint, key, and wechatpay (certificates, PEM, headers and
+# resources of WeChat Pay).  The NULL sweep
 # is generated from pg_proc by driver.sql.
 use strict;
 use warnings;
@@ -522,14 +522,15 @@ add(q{SELECT (idem_key('1:a,', '') <> idem_key('1:a,1:,'))::text}, 'ok:true');
 add(q{SELECT length(idem_key(VARIADIC array_fill('x'::text, ARRAY[100000])))::text}, 'ok:64');
 add("SELECT length(idem_key(repeat('é', 1000000)))::text", 'ok:64') unless $quick;
 
-# --- wechatpay: the "wechatpay" scheme ---
+# --- wechatpay: the "wechatpay" scheme and idem_wechatpay_decrypt ---
 #
-# The control is the notification published in WeChat Pay's Go SDK
-# (wechatpay-apiv3/wechatpay-go, core/notify/notify_test.go).
-# Certificates are rebuilt here around the published one's public key, with
-# odd serials and extensions: idem does not check a certificate's own
-# signature, so they verify the published notification like the original.
-# The secret's defects are 22023; the request's are false.
+# Controls are the notification published in WeChat Pay's Go SDK
+# (wechatpay-apiv3/wechatpay-go, core/notify/notify_test.go) and a resource
+# of test/vectors/make_wechatpay_vectors.py.  Certificates are rebuilt here
+# around the published one's public key, with odd serials and extensions:
+# idem does not check a certificate's own signature, so they verify the
+# published notification like the original.  The secret's defects are
+# 22023; the request's are false or NULL.
 
 $family = 'wechatpay';
 {
@@ -567,6 +568,9 @@ $family = 'wechatpay';
 	  . '"ciphertext":"YDS3lKPaC4Y52Gf3uhft5qUBlIa8b428AWTtTauHQfQrRw+X1WpiuHIDy0vo1Vd6VEq67aVyqPdDYMkRVSDaZL3iZt'
 	  . 'tevRMOoPKMifozg6XPWjIZumks/GpT48lI4NizyeaqLBokNebthah3o1H76qSlO9NkDjp9bzmKLEYYH9TEklFUpsvPqOTOcgSLgh21YJXYR'
 	  . '7dEBXFgRLiNIKRgO5JdXh1hccRUAlyVWxE54PXpnQ==","associated_data":"payscore","nonce":"Kj7QIyUiYx1q"}}';
+	# a resource of make_wechatpay_vectors.py: {"d": "支付", "e": "😀"}
+	my $api_key = 'idemTestApiV3Key0000000000000001';
+	my $ct = 'hmesIAMWgaBcMOm1Kf34wN2Xgu9tVLY5/HxlojUhofFiUiorNbjFx9U/N/OWCh4afLj3NKN8zq1hmA==';
 
 	# DER: a length, a TLV, and the TLVs a constructed value holds
 	my $der_len = sub {
@@ -739,6 +743,57 @@ $family = 'wechatpay';
 	$verify->(lit($go_cert), $go_h->(), 'ok:false', 'NULL');
 	$verify->(lit($go_cert), 'NULL', 'ok:false');
 	$verify->(lit($go_cert), $go_h->(), 'ok:false', "repeat('x', 5000000)") unless $quick;
+
+	# idem_wechatpay_decrypt: the control, then every damage is NULL
+	my $decrypt = sub {
+		my ($resource_sql, $expect, $key) = @_;
+		$key //= $api_key;
+		add("SELECT (idem_wechatpay_decrypt(" . lit($key) . ", $resource_sql) IS NULL)::text", $expect);
+	};
+	# A resource of these fields (SQL expressions)
+	my %fields = (algorithm => lit('AEAD_AES_256_GCM'), ciphertext => lit($ct),
+		nonce => lit('fdasflkja484'), associated_data => lit('transaction'));
+	my $res = sub {
+		my %r = (%fields, @_);
+		return 'jsonb_build_object(' . join(', ', map { lit($_) . ", $r{$_}" } sort keys %r) . ')';
+	};
+	add("SELECT idem_wechatpay_decrypt(" . lit($api_key) . ", " . $res->() . ")::text",
+		'ok:{"d": "支付", "e": "😀"}');
+	# every character of the ciphertext changed in turn (within base64)
+	for my $i (0 .. length($ct) - 3)
+	{
+		my $c = $ct;
+		substr($c, $i, 1) = substr($c, $i, 1) eq 'A' ? 'B' : 'A';
+		$decrypt->($res->(ciphertext => lit($c)), 'ok:true');
+	}
+	for my $f (sort keys %fields)
+	{
+		$decrypt->($res->($f => $_), 'ok:true') for ('1', "'[]'::jsonb", "'{}'::jsonb", lit(rand_text(12)));
+		# a missing or null associated_data is empty: not what this one was sealed with
+		$decrypt->($res->($f => 'NULL::text'), 'ok:true');
+		$decrypt->($res->($f => "repeat('x', 1000000)"), 'ok:true');
+		$decrypt->($res->() . ' - ' . lit($f), 'ok:true');
+	}
+	$decrypt->($res->(nonce => lit($_)), 'ok:true') for ('', 'fdasflkja48', 'fdasflkja4844', 'fdasflkja485');
+	$decrypt->($res->(associated_data => lit($_)), 'ok:true') for ('', 'refund', 'transaction ');
+	$decrypt->($res->(ciphertext => lit($_)), 'ok:true')
+	  for ('', '====', 'AAAA', ('A' x 20) . '==', $ct . '=', "$ct\n", substr($ct, 0, -4));
+	$decrypt->($res->(ciphertext => "repeat('QUFB', 1500000)"), 'ok:true') unless $quick;
+	$decrypt->($res->(algorithm => lit($_)), 'ok:true')
+	  for ('', 'AEAD_AES_128_GCM', 'aead_aes_256_gcm', 'AEAD_AES_256_GCM ');
+	$decrypt->(lit(rand_json(4)) . '::jsonb', 'ok:true') for 1 .. 100;
+	$decrypt->($_, 'ok:true') for ("'null'::jsonb", "'[]'::jsonb", "'\"x\"'::jsonb", 'NULL');
+	$decrypt->($res->(), 'ok:true', 'idemTestApiV3Key0000000000000002');
+	# the key: anything but 32 bytes is 22023, NULL 22004, whatever the resource
+	for my $n (0, 1, 16, 24, 31, 33, 64, 1000)
+	{
+		add("SELECT idem_wechatpay_decrypt(repeat('k', $n), NULL)::text", 'err:22023');
+		add("SELECT idem_wechatpay_decrypt(repeat('k', $n), " . $res->() . ")::text", 'err:22023');
+	}
+	add("SELECT idem_wechatpay_decrypt(NULL, " . $res->() . ")::text", 'err:22004');
+	add("SELECT idem_wechatpay_decrypt(NULL, NULL)::text", 'err:22004');
+	add("SELECT idem_wechatpay_decrypt(" . lit(rand_text(32)) . ", " . $res->() . ")::text", 'ok')
+	  for 1 .. 10;
 }
 
 binmode STDOUT;
