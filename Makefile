@@ -1,6 +1,6 @@
 # idem: build with PGXS.  `make demo` and `make test` set up everything they need.
 EXTENSION = idem
-EXTVERSION = 1.2
+EXTVERSION = 1.3
 
 MODULE_big = idem
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))

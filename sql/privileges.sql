@@ -101,6 +101,7 @@ SET ROLE regress_idem_nobody;
 SELECT pg_temp.err($q$SELECT idem_claim('priv-0', scope => 'regress-priv')$q$);
 SELECT pg_temp.err($q$SELECT idem_webhook('regress-priv', 'evt-0')$q$);
 SELECT pg_temp.err($q$SELECT idem_fingerprint('{}')$q$);
+SELECT pg_temp.err($q$SELECT idem_wechatpay_decrypt(repeat('k', 32), '{}')$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem.keys$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem_stats$q$);
 RESET ROLE;
@@ -122,7 +123,8 @@ GRANT EXECUTE ON FUNCTION
     idem_key(text[]),
     idem_payment_key(text, text, numeric, text, date),
     idem_webhook(text, text, interval),
-    idem_webhook_verify(text, text, text, jsonb, interval)
+    idem_webhook_verify(text, text, text, jsonb, interval),
+    idem_wechatpay_decrypt(text, jsonb)
 TO regress_idem_app;
 SELECT * FROM pg_temp.idem_rights('regress_idem_app');
 
@@ -152,6 +154,7 @@ SELECT idem_webhook_verify('standard', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
       "webhook-timestamp": "1614265330",
       "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="}',
     NULL) AS genuine;
+SELECT idem_wechatpay_decrypt(repeat('k', 32), '{}') AS not_a_resource;
 -- keys
 SELECT idem_canonical('{"b": 1.50, "a": 2}') AS canonical,
        length(idem_key('a', 'b')) AS key_length,

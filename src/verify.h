@@ -156,4 +156,20 @@ extern bool alipay_verify(void *key, const VerifyRequest *req);
 extern void *unionpay_prepare(Slice secret);
 extern bool unionpay_verify(void *key, const VerifyRequest *req);
 
+/* PEM blocks and certificates (verify_util.c) */
+typedef enum VerifyPemStatus
+{
+	VERIFY_PEM_BLOCK,			/* a block was read */
+	VERIFY_PEM_NONE,			/* no block is left */
+	VERIFY_PEM_MALFORMED		/* a BEGIN line starts something unreadable */
+} VerifyPemStatus;
+
+extern VerifyPemStatus verify_pem_block(Slice *rest, Slice *before, char **label,
+										Slice *der);
+extern X509 *verify_certificate(Slice der);
+
+/* WeChat Pay (verify_wechatpay.c) */
+extern void *wechatpay_prepare(Slice secret);
+extern bool wechatpay_verify(void *key, const VerifyRequest *req);
+
 #endif							/* IDEM_VERIFY_H */

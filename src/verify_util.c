@@ -2,7 +2,8 @@
  * verify_util.c
  *		What the webhook signature schemes share: reading headers, lists,
  *		timestamps, hex and base64 out of the request; the secrets and OpenSSL
- *		objects of one call; and the cryptography, from OpenSSL's libcrypto.
+ *		objects of one call; PEM blocks, public keys and certificates; and
+ *		the cryptography, from OpenSSL's libcrypto.
  *
  * The request comes from whoever can reach the application's endpoint, so
  * every reader here answers false (or NULL) on anything malformed and never
@@ -477,6 +478,130 @@ verify_public_key(Slice der)
 	if (p != (const unsigned char *) der.data + der.len)
 		return NULL;			/* trailing bytes */
 	return key;
+}
+
+/* Release an X509 (for verify_track) */
+static void
+release_x509(void *p)
+{
+	X509_free((X509 *) p);
+}
+
+/*
+ * The X.509 certificate of DER bytes, freed when the call ends; NULL if
+ * they are not exactly one.  Only its encoding is checked: not its
+ * signature, issuer or validity dates.
+ */
+X509 *
+verify_certificate(Slice der)
+{
+	const unsigned char *p = (const unsigned char *) der.data;
+	X509	   *cert;
+
+	if (der.len == 0 || der.len > PG_INT32_MAX)
+		return NULL;
+	cert = d2i_X509(NULL, &p, (long) der.len);
+	if (cert == NULL)
+		return NULL;
+	verify_track(cert, release_x509);
+	if (p != (const unsigned char *) der.data + der.len)
+		return NULL;			/* trailing bytes */
+	return cert;
+}
+
+/* Where the first line of s that starts with prefix begins, or NULL */
+static const char *
+find_line_start(Slice s, const char *prefix)
+{
+	size_t		plen = strlen(prefix);
+	size_t		i = 0;
+
+	while (i + plen <= s.len)
+	{
+		const char *nl;
+
+		if (memcmp(s.data + i, prefix, plen) == 0)
+			return s.data + i;
+		nl = memchr(s.data + i, '\n', s.len - i);
+		if (nl == NULL)
+			break;
+		i = nl - s.data + 1;
+	}
+	return NULL;
+}
+
+/*
+ * Read the next PEM block of *rest with OpenSSL's PEM reader, and advance
+ * *rest past its END line.  *before is the text between the start of *rest
+ * and the block's BEGIN line (callers decide what may stand there); *label
+ * is the block's label ("CERTIFICATE", "PUBLIC KEY"...) and *der its decoded
+ * bytes, both palloc'd.  VERIFY_PEM_NONE when no line of *rest begins a
+ * block (*before is then all of it); VERIFY_PEM_MALFORMED when a BEGIN line
+ * starts no readable block: no matching END line, bad base64, or headers
+ * (an encrypted block).
+ */
+VerifyPemStatus
+verify_pem_block(Slice *rest, Slice *before, char **label, Slice *der)
+{
+	const char *begin = find_line_start(*rest, "-----BEGIN ");
+	size_t		len;
+	BIO		   *bio;
+	char	   *name = NULL;
+	char	   *header = NULL;
+	unsigned char *data = NULL;
+	long		datalen = 0;
+	bool		ok;
+	bool		oom = false;
+	size_t		consumed;
+
+	before->data = rest->data;
+	before->len = begin != NULL ? (size_t) (begin - rest->data) : rest->len;
+	if (begin == NULL)
+		return VERIFY_PEM_NONE;
+	len = rest->len - before->len;
+	if (len > PG_INT32_MAX)
+		return VERIFY_PEM_MALFORMED;
+
+	bio = BIO_new_mem_buf(begin, (int) len);
+	if (bio == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	ok = PEM_read_bio(bio, &name, &header, &data, &datalen) == 1;
+	consumed = len - BIO_pending(bio);
+	BIO_free(bio);
+	ERR_clear_error();
+
+	/* copy out of OpenSSL's memory before anything can raise an error */
+	ok = ok && header[0] == '\0' && datalen > 0;
+	if (ok)
+	{
+		char	   *copy = palloc_extended(datalen, MCXT_ALLOC_NO_OOM);
+
+		*label = palloc_extended(strlen(name) + 1, MCXT_ALLOC_NO_OOM);
+		if (copy != NULL && *label != NULL)
+		{
+			strcpy(*label, name);
+			memcpy(copy, data, datalen);
+			der->data = copy;
+			der->len = (size_t) datalen;
+		}
+		else
+			oom = true;
+	}
+	OPENSSL_free(name);
+	OPENSSL_free(header);
+	OPENSSL_free(data);
+	if (oom)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory")));
+	if (!ok)
+		return VERIFY_PEM_MALFORMED;
+
+	rest->data = begin + consumed;
+	rest->len = len - consumed;
+	return VERIFY_PEM_BLOCK;
 }
 
 /*

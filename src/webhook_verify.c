@@ -50,6 +50,8 @@ static const VerifyScheme schemes[] = {
 	/* form-based gateways (verify_form.c) */
 	{"alipay", alipay_prepare, alipay_verify},
 	{"unionpay", unionpay_prepare, unionpay_verify},
+	/* WeChat Pay (verify_wechatpay.c) */
+	{"wechatpay", wechatpay_prepare, wechatpay_verify},
 };
 
 /* The scheme of that name, or NULL */

@@ -81,6 +81,7 @@ LANGUAGE sql AS $$
         WHEN argname = 'secret' THEN '''whsec_c2VjcmV0'''
         WHEN argname = 'currency' THEN '''USD'''
         WHEN argname = 'headers' THEN '''{"webhook-id": "x"}''::jsonb'
+        WHEN argname = 'api_v3_key' THEN '''0123456789abcdef0123456789abcdef'''
         WHEN argtype = 'text'::regtype THEN '''null-sweep'''
         WHEN argtype = 'bytea'::regtype THEN '''\x01''::bytea'
         WHEN argtype = 'interval'::regtype THEN '''1 minute''::interval'
@@ -109,7 +110,7 @@ DECLARE
     n integer := first_id;
     must_not_be_null text[] := ARRAY['key', 'scope', 'source', 'event_id', 'phase',
         'retryable', 'scheme', 'secret', 'merchant_id', 'merchant_order_id',
-        'amount', 'currency', 'request_date', 'parts'];
+        'amount', 'currency', 'request_date', 'parts', 'api_v3_key'];
 BEGIN
     FOR f IN
         SELECT p.oid, p.oid::regproc::text AS name, p.proargnames AS argnames,

@@ -14,7 +14,8 @@
 # idem.max_response_size), signature (every malformed header shape, valid
 # signatures as controls), payment (currencies, amounts, dates), interval
 # (leases, ttls, tolerances, ends at the edge of timestamptz's range),
-# token, fingerprint, key, and forms (the alipay and unionpay schemes).  The NULL sweep
+# token, fingerprint, key, forms (the alipay and unionpay schemes), and
+# wechatpay (certificates, PEM, headers and resources of WeChat Pay).  The NULL sweep
 # is generated from pg_proc by driver.sql.
 use strict;
 use warnings;
@@ -866,6 +867,280 @@ $family = 'forms';
 	$verify->('alipay', lit($v{alipay_key_other} x 300 . $v{alipay_key}), lit($v{alipay_form}), 'ok:true');
 	$verify->('unionpay', lit($up_secret x 300), lit($v{unionpay_form}), 'ok:true');
 	$verify->('unionpay', lit($v{unionpay_other_root} x 300), lit($v{unionpay_form}), 'ok:false');
+}
+
+# --- wechatpay: the "wechatpay" scheme and idem_wechatpay_decrypt ---
+#
+# Controls are the notification published in WeChat Pay's Go SDK
+# (wechatpay-apiv3/wechatpay-go, core/notify/notify_test.go) and a resource
+# of test/vectors/make_wechatpay_vectors.py.  Certificates are rebuilt here
+# around the published one's public key, with odd serials and extensions:
+# idem does not check a certificate's own signature, so they verify the
+# published notification like the original.  The secret's defects are
+# 22023; the request's are false or NULL.
+
+$family = 'wechatpay';
+{
+	my $go_cert = join("\n",
+		'-----BEGIN CERTIFICATE-----',
+		'MIIDVzCCAj+gAwIBAgIJANfOWdH1ItcBMA0GCSqGSIb3DQEBCwUAMEIxCzAJBgNV',
+		'BAYTAlhYMRUwEwYDVQQHDAxEZWZhdWx0IENpdHkxHDAaBgNVBAoME0RlZmF1bHQg',
+		'Q29tcGFueSBMdGQwHhcNMjEwNDI3MDg1NTIzWhcNMzEwNDI1MDg1NTIzWjBCMQsw',
+		'CQYDVQQGEwJYWDEVMBMGA1UEBwwMRGVmYXVsdCBDaXR5MRwwGgYDVQQKDBNEZWZh',
+		'dWx0IENvbXBhbnkgTHRkMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA',
+		'2VCTd91fnUn73Xy9DLvt/V62TVxRTEEstVdeRaZ3B3leO0pldE806mXO4RwdHXag',
+		'HQ4vGeZN0yqm++rDsGK+U3AH7kejyD2pXshNP9Cq5YwbptiLGtjcquw4HNxJQUOm',
+		'DeJf2vg6byms9RUipiq4SzbJKqJFlUpbuIPDpSpWz10PYmyCNeDGUUK65E5h2B83',
+		'4uxl1zNLYQCrkdBzb8oUxwYeP5a2DNxmjL5lsJML7DGr5znsevnoqGRwTm9fxCGf',
+		'y8wus7hwKz6clt3Whmmda7UAdb1c08hEQFVRbF14AR73xbnd8N0obCWJPCbzMCtk',
+		'aSef4FdEEgEXJiw0VAJT8wIDAQABo1AwTjAdBgNVHQ4EFgQUT1c7nd/SUO76HSoZ',
+		'umNUJv1R5PwwHwYDVR0jBBgwFoAUT1c7nd/SUO76HSoZumNUJv1R5PwwDAYDVR0T',
+		'BAUwAwEB/zANBgkqhkiG9w0BAQsFAAOCAQEAfTjxKRQMzNB/U6ZoCUS+BSNfa2Oh',
+		'0plMN6ZuzwiVVZwg1jywvv5yv04koS7Pd4i9E4gt9ZBUQXlpq+A3oOCEEHNRR6b2',
+		'kyazGRM7s0OP5X21WrbpSmKmU6K7hkfx30yYs08LVs/Q8DIhvaj1FCFeJzUCzYn/',
+		'fHMq4tsbKO0dKAeydPM/nrUZBmaYQVKMVOORGLFjFKVO7JV6Kq/R86ouhjEPgJOe',
+		'2xulNBUcjicqtZlBdEh/PWCYP2SpGVDclKm8jeo175T3EVAkdKzzmfpxtMmnMlmq',
+		'cTJOU9TxuGvNASMtjj7pYIerTx+xgZDXEVBWFW9PjJ0TV06tCRsgSHItgg==',
+		'-----END CERTIFICATE-----', '');
+	my $go_serial = 'D7CE59D1F522D701';
+	my $go_ts = '1624523846';
+	my $go_nonce = 'EcZ9Cmy4Xyx1i6RlJQzLcCyEqDa26NBz';
+	my $go_sig = 'tJHIiIS9eB2hAYstmAmbbD3ZE5LiIm/Ug5tuL4fC0YOFRWIHV39UFIZXC0e9Wl6lBu6sKvkqDkzpqzBsVHyXF'
+	  . 'lbYZTOQrVdG4b6LfTnK4mikv9++ixJMd3vTf2yCqvBkh98zs3Ds5zsYQakzbcwhmw4fMJs4nPLws28H0UW9FjDR//rxELLwXvV1VEA1I'
+	  . 'BLX70xptjL8hrfUjEE8kkry6yNJTHZRU8CAc7qHli2Ng1V1qb9ARbK8A3ThmFmPQvRGrapI/jS2laKKgYUmfdEdkNO6B2Cke5e8VTxY4'
+	  . '06ArAmQ90GAihDwIcb16TQMnzCMBoutnwZKNiKRACrFmtxw2Q==';
+	my $go_body = '{"id":"3119dfba-e649-5eec-ab1e-3412bc4d2e17","create_time":"2021-06-24T16:37:26+08:00",'
+	  . '"resource_type":"encrypt-resource","event_type":"PAYSCORE.USER_OPEN_SERVICE",'
+	  . '"summary":"签约成功","resource":{"original_type":"payscore","algorithm":"AEAD_AES_256_GCM",'
+	  . '"ciphertext":"YDS3lKPaC4Y52Gf3uhft5qUBlIa8b428AWTtTauHQfQrRw+X1WpiuHIDy0vo1Vd6VEq67aVyqPdDYMkRVSDaZL3iZt'
+	  . 'tevRMOoPKMifozg6XPWjIZumks/GpT48lI4NizyeaqLBokNebthah3o1H76qSlO9NkDjp9bzmKLEYYH9TEklFUpsvPqOTOcgSLgh21YJXYR'
+	  . '7dEBXFgRLiNIKRgO5JdXh1hccRUAlyVWxE54PXpnQ==","associated_data":"payscore","nonce":"Kj7QIyUiYx1q"}}';
+	# a resource of make_wechatpay_vectors.py: {"d": "支付", "e": "😀"}
+	my $api_key = 'idemTestApiV3Key0000000000000001';
+	my $ct = 'hmesIAMWgaBcMOm1Kf34wN2Xgu9tVLY5/HxlojUhofFiUiorNbjFx9U/N/OWCh4afLj3NKN8zq1hmA==';
+
+	# DER: a length, a TLV, and the TLVs a constructed value holds
+	my $der_len = sub {
+		my $n = shift;
+		return chr($n) if $n < 128;
+		my $b = '';
+		while ($n) { $b = chr($n & 0xff) . $b; $n >>= 8; }
+		return chr(0x80 | length $b) . $b;
+	};
+	my $tlv = sub { my ($tag, $content) = @_; return chr($tag) . $der_len->(length $content) . $content; };
+	my $children = sub {
+		my $s = shift;
+		my @out;
+		while (length $s)
+		{
+			my $tag = ord(substr($s, 0, 1));
+			my $l = ord(substr($s, 1, 1));
+			my $hdr = 2;
+			if ($l & 0x80)
+			{
+				my $n = $l & 0x7f;
+				$l = 0;
+				$l = $l * 256 + ord(substr($s, 2 + $_, 1)) for 0 .. $n - 1;
+				$hdr += $n;
+			}
+			push @out, substr($s, $hdr, $l);
+			$s = substr($s, $hdr + $l);
+		}
+		return @out;
+	};
+	require MIME::Base64;
+	my $pem = sub {
+		my ($label, $der) = @_;
+		return "-----BEGIN $label-----\n" . MIME::Base64::encode_base64($der)
+		  . "-----END $label-----\n";
+	};
+
+	# the published certificate's parts
+	(my $go_b64 = $go_cert) =~ s/-----[A-Z ]+-----|\n//g;
+	my $go_der = MIME::Base64::decode_base64($go_b64);
+	my ($cert_body) = $children->($go_der);
+	my ($tbs_body, $alg, $sig) = $children->($cert_body);
+	my @tbs = $children->($tbs_body);    # version, serial, alg, issuer, validity, subject, spki, exts
+	my $name = $tlv->(0x30, $tbs[3]);
+	my $validity = $tlv->(0x30, $tbs[4]);
+	my $spki = $tlv->(0x30, $tbs[6]);
+	my $sigalg = $tlv->(0x30, $alg);
+
+	# A certificate of the published key with this serial's content bytes
+	# and these extensions (DER of each Extension); its signature is junk
+	my $cert = sub {
+		my ($serial, @exts) = @_;
+		my $tbs = $tlv->(0xa0, $tlv->(0x02, "\x02")) . $tlv->(0x02, $serial) . $sigalg
+		  . $name . $validity . $name . $spki;
+		$tbs .= $tlv->(0xa3, $tlv->(0x30, join('', @exts))) if @exts;
+		return $pem->('CERTIFICATE',
+			$tlv->(0x30, $tlv->(0x30, $tbs) . $sigalg . $tlv->(0x03, "\0" . ('j' x 256))));
+	};
+	my $ext = sub {
+		my ($oid_der, $critical, $value) = @_;
+		return $tlv->(0x30, $tlv->(0x06, $oid_der) . ($critical ? "\x01\x01\xff" : '')
+			  . $tlv->(0x04, $value));
+	};
+	my $private_oid = "\x2b\x06\x01\x04\x01\x83\xb2\x03\x01";    # 1.3.6.1.4.1.55555.1
+	my $san_oid = "\x55\x1d\x11";
+
+	# The published notification's headers as SQL, some replaced by the
+	# given SQL expressions
+	my $go_h_sql = sub {
+		my %h = ('Wechatpay-Serial' => lit($go_serial), 'Wechatpay-Signature' => lit($go_sig),
+			'Wechatpay-Timestamp' => lit($go_ts), 'Wechatpay-Nonce' => lit($go_nonce), @_);
+		return 'jsonb_build_object(' . join(', ', map { lit($_) . ", $h{$_}" } sort keys %h) . ')';
+	};
+	# the same with replacements given as text
+	my $go_h = sub {
+		my %h = @_;
+		return $go_h_sql->(map { $_ => lit($h{$_}) } keys %h);
+	};
+	# The statement verifying a notification (by default the published one)
+	my $verify = sub {
+		my ($secret_sql, $headers_sql, $expect, $payload_sql) = @_;
+		$payload_sql //= lit($go_body);
+		add("SELECT idem_webhook_verify('wechatpay', $secret_sql, $payload_sql, "
+			  . "$headers_sql, NULL)::text", $expect);
+	};
+
+	# the published notification, and certificates rebuilt around its key
+	$verify->(lit($go_cert), $go_h->(), 'ok:true');
+	$verify->(lit($cert->("\x00\xd7\xce\x59\xd1\xf5\x22\xd7\x01")), $go_h->(), 'ok:true');
+	$verify->(lit($cert->("\x00\xd7\xce\x59\xd1\xf5\x22\xd7\x01", $ext->($private_oid, 1, "\x05\x00"))),
+		$go_h->(), 'ok:true');
+	$verify->(lit($cert->("\x00\xd7\xce\x59\xd1\xf5\x22\xd7\x01",
+		$ext->($private_oid, 0, 'x' x 100000))), $go_h->(), 'ok:true');
+	$verify->(lit($cert->("\x00\xd7\xce\x59\xd1\xf5\x22\xd7\x01",
+		$ext->($san_oid, 0, $tlv->(0x30, join('', map { $tlv->(0x82, "n$_.example") } 1 .. 5000))))),
+		$go_h->(), 'ok:true');
+	# an extension whose value is nested 10000 deep: refused by OpenSSL,
+	# or read and ignored
+	$verify->(lit($cert->("\x00\xd7\xce\x59\xd1\xf5\x22\xd7\x01",
+		$ext->($san_oid, 0, ("\x30\x80" x 10000) . ("\x00\x00" x 10000)))), $go_h->(), 'any');
+	# serials: zero, one byte, leading zero bytes, very long; negative is 22023
+	$verify->(lit($cert->("\x00")), $go_h->('Wechatpay-Serial' => '0'), 'ok:true');
+	$verify->(lit($cert->("\x01")), $go_h->('Wechatpay-Serial' => '01'), 'ok:true');
+	$verify->(lit($cert->("\x7f" . ("\xab" x 1000))),
+		$go_h->('Wechatpay-Serial' => '7F' . ('AB' x 1000)), 'ok:true');
+	# not minimal DER: OpenSSL refuses it (22023) or reads it
+	$verify->(lit($cert->("\x00\x00\x00\x7f")), $go_h->('Wechatpay-Serial' => '7F'), 'any');
+	$verify->(lit($cert->("\xd7\xce")), $go_h->(), 'err:22023');
+	# the certificate's DER damaged: truncated, or with bytes after it, is
+	# 22023; a byte changed anywhere works or is 22023
+	for (1 .. 20)
+	{
+		my $cut = 1 + int(rand(length($go_der) - 1));
+		$verify->(lit($pem->('CERTIFICATE', substr($go_der, 0, $cut))), $go_h->(), 'err:22023');
+	}
+	$verify->(lit($pem->('CERTIFICATE', $go_der . "\0")), $go_h->(), 'err:22023');
+	for (1 .. 60)
+	{
+		my $d = $go_der;
+		substr($d, int(rand(length $d)), 1) = chr(int(rand(256)));
+		$verify->(lit($pem->('CERTIFICATE', $d)), $go_h->(), 'any');
+	}
+	# PEM that is not: every shape is 22023
+	my @bad_pem = (
+		'-----BEGIN CERTIFICATE-----', "-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n",
+		"-----BEGIN -----\nAAAA\n-----END -----\n", "-----BEGIN CERTIFICATE-----\n\n-----END CERTIFICATE-----\n",
+		$go_cert =~ s/CERTIFICATE-----\n$/CERTIFICATE----\n/r, $go_cert =~ s/\n-----END.*//sr,
+		$go_cert =~ s/M/\$/r, $go_cert =~ s/\n/\r/gr, $go_cert x 33,
+		"-----BEGIN " . ('X' x 100000) . "-----\nAAAA\n-----END " . ('X' x 100000) . "-----\n",
+		"-----BEGIN CERTIFICATE-----\n" . ('A' x 100000) . "\n-----END CERTIFICATE-----\n",
+		$pem->('PUBLIC KEY', $spki),
+		"PUB_KEY_ID_" . ('1' x 100000) . "\n" . $go_cert,
+		rand_text(200) . $go_cert, $go_cert . rand_text(200));
+	$verify->(lit($_), $go_h->(), 'err:22023') for @bad_pem;
+	$verify->("'-----BEGIN CERTIFICATE-----' || E'\\n' || repeat('A', 5000000) || E'\\n-----END CERTIFICATE-----\\n'",
+		$go_h->(), 'err:22023') unless $quick;
+	$verify->('NULL', $go_h->(), 'err:22004');
+	# a public key with a huge ID is accepted; its ID must be sent
+	my $long_id = 'PUB_KEY_ID_' . ('7' x 100000);
+	my $pub = $long_id . "\n" . $pem->('PUBLIC KEY', $spki);
+	$verify->(lit($pub), $go_h->('Wechatpay-Serial' => $long_id), 'ok:true');
+	$verify->(lit($pub), $go_h->(), 'ok:false');
+
+	# the request: every header damaged, huge or missing; the body changed
+	my %damage = (
+		'Wechatpay-Serial' => [ '', '0', 'D7CE59D1F522D70', "D7CE59D1F522D701\x{e9}", 'PUB_KEY_ID_1',
+			' D7CE59D1F522D701' ],
+		'Wechatpay-Signature' => [ '', 'WECHATPAY/SIGNTEST/', 'WECHATPAY/SIGNTEST/' . $go_sig,
+			substr($go_sig, 4), $go_sig . '=', '====', $go_sig =~ tr|+/|-_|r ],
+		'Wechatpay-Timestamp' => [ '', '-1', '1624523846.0', '0', '1624523847', '253402300800',
+			' 1624523846' ],
+		'Wechatpay-Nonce' => [ '', "EcZ9Cmy4Xyx1i6RlJQzLcCyEqDa26NBz\n", 'EcZ9Cmy4Xyx1i6RlJQzLcCyEqDa26NBZ' ]);
+	my %huge = (
+		'Wechatpay-Serial' => [ "repeat('0', 1000000)", "repeat('F', 1000000)" ],
+		'Wechatpay-Signature' => [ "repeat('A', 1000000)", "repeat('AAA=', 250000)" ],
+		'Wechatpay-Timestamp' => [ "repeat('9', 1000000)" ],
+		'Wechatpay-Nonce' => [ "repeat('x', 1000000)" ]);
+	for my $h (sort keys %damage)
+	{
+		$verify->(lit($go_cert), $go_h->($h => $_), 'ok:false') for @{ $damage{$h} };
+		$verify->(lit($go_cert), $go_h_sql->($h => $_), 'ok:false') for @{ $huge{$h} };
+		$verify->(lit($go_cert), $go_h->($h => rand_text(int(rand(100)))), 'ok:false') for 1 .. 10;
+		$verify->(lit($go_cert), $go_h_sql->($h => $_), 'ok:false') for ('1', "'[]'::jsonb", 'NULL::text');
+		$verify->(lit($go_cert), $go_h->() . " - " . lit($h), 'ok:false');
+	}
+	$verify->(lit($go_cert), $go_h->('Wechatpay-Signature-Type' => 'WECHATPAY2-SM2-WITH-SM3'), 'ok:false');
+	$verify->(lit($go_cert), $go_h->('wechatpay-nonce' => $go_nonce), 'ok:false');
+	$verify->(lit($go_cert), lit($_) . '::jsonb', 'ok:false') for ('{}', '[]', 'null', '"x"', '1');
+	$verify->(lit($go_cert), $go_h->(), 'ok:false', lit($go_body . ' '));
+	$verify->(lit($go_cert), $go_h->(), 'ok:false', 'NULL');
+	$verify->(lit($go_cert), 'NULL', 'ok:false');
+	$verify->(lit($go_cert), $go_h->(), 'ok:false', "repeat('x', 5000000)") unless $quick;
+
+	# idem_wechatpay_decrypt: the control, then every damage is NULL
+	my $decrypt = sub {
+		my ($resource_sql, $expect, $key) = @_;
+		$key //= $api_key;
+		add("SELECT (idem_wechatpay_decrypt(" . lit($key) . ", $resource_sql) IS NULL)::text", $expect);
+	};
+	# A resource of these fields (SQL expressions)
+	my %fields = (algorithm => lit('AEAD_AES_256_GCM'), ciphertext => lit($ct),
+		nonce => lit('fdasflkja484'), associated_data => lit('transaction'));
+	my $res = sub {
+		my %r = (%fields, @_);
+		return 'jsonb_build_object(' . join(', ', map { lit($_) . ", $r{$_}" } sort keys %r) . ')';
+	};
+	add("SELECT idem_wechatpay_decrypt(" . lit($api_key) . ", " . $res->() . ")::text",
+		'ok:{"d": "支付", "e": "😀"}');
+	# every character of the ciphertext changed in turn (within base64)
+	for my $i (0 .. length($ct) - 3)
+	{
+		my $c = $ct;
+		substr($c, $i, 1) = substr($c, $i, 1) eq 'A' ? 'B' : 'A';
+		$decrypt->($res->(ciphertext => lit($c)), 'ok:true');
+	}
+	for my $f (sort keys %fields)
+	{
+		$decrypt->($res->($f => $_), 'ok:true') for ('1', "'[]'::jsonb", "'{}'::jsonb", lit(rand_text(12)));
+		# a missing or null associated_data is empty: not what this one was sealed with
+		$decrypt->($res->($f => 'NULL::text'), 'ok:true');
+		$decrypt->($res->($f => "repeat('x', 1000000)"), 'ok:true');
+		$decrypt->($res->() . ' - ' . lit($f), 'ok:true');
+	}
+	$decrypt->($res->(nonce => lit($_)), 'ok:true') for ('', 'fdasflkja48', 'fdasflkja4844', 'fdasflkja485');
+	$decrypt->($res->(associated_data => lit($_)), 'ok:true') for ('', 'refund', 'transaction ');
+	$decrypt->($res->(ciphertext => lit($_)), 'ok:true')
+	  for ('', '====', 'AAAA', ('A' x 20) . '==', $ct . '=', "$ct\n", substr($ct, 0, -4));
+	$decrypt->($res->(ciphertext => "repeat('QUFB', 1500000)"), 'ok:true') unless $quick;
+	$decrypt->($res->(algorithm => lit($_)), 'ok:true')
+	  for ('', 'AEAD_AES_128_GCM', 'aead_aes_256_gcm', 'AEAD_AES_256_GCM ');
+	$decrypt->(lit(rand_json(4)) . '::jsonb', 'ok:true') for 1 .. 100;
+	$decrypt->($_, 'ok:true') for ("'null'::jsonb", "'[]'::jsonb", "'\"x\"'::jsonb", 'NULL');
+	$decrypt->($res->(), 'ok:true', 'idemTestApiV3Key0000000000000002');
+	# the key: anything but 32 bytes is 22023, NULL 22004, whatever the resource
+	for my $n (0, 1, 16, 24, 31, 33, 64, 1000)
+	{
+		add("SELECT idem_wechatpay_decrypt(repeat('k', $n), NULL)::text", 'err:22023');
+		add("SELECT idem_wechatpay_decrypt(repeat('k', $n), " . $res->() . ")::text", 'err:22023');
+	}
+	add("SELECT idem_wechatpay_decrypt(NULL, " . $res->() . ")::text", 'err:22004');
+	add("SELECT idem_wechatpay_decrypt(NULL, NULL)::text", 'err:22004');
+	add("SELECT idem_wechatpay_decrypt(" . lit(rand_text(32)) . ", " . $res->() . ")::text", 'ok')
+	  for 1 .. 10;
 }
 
 binmode STDOUT;

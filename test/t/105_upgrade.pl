@@ -1,9 +1,12 @@
 # Upgrade: ALTER EXTENSION idem UPDATE from 1.0 to 1.1 keeps every row and
 # the token sequence, and adds the operators' view idem_keys_in_progress;
 # from 1.1 to 1.2 it marks idem_lookup PARALLEL RESTRICTED (under 1.1 a
-# parallel worker refuses to run it rather than miss a pending claim); a
-# fresh CREATE EXTENSION (1.0 followed by the update scripts) gives the same
-# objects; DROP EXTENSION leaves nothing behind in the catalogs.
+# parallel worker refuses to run it rather than miss a pending claim); from
+# 1.2 to 1.3 it adds idem_wechatpay_decrypt, which PUBLIC cannot execute,
+# and keeps every grant users made; 1.0, 1.1 and 1.2 each update straight
+# to 1.3 with their rows and grants; a fresh CREATE EXTENSION (1.0 followed
+# by the update scripts) gives the same objects; DROP EXTENSION leaves
+# nothing behind in the catalogs.
 use strict;
 use warnings;
 
@@ -55,12 +58,33 @@ FROM pg_proc p
 JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idem'};
 
+# The privileges on the extension's functions and relations, but those of
+# idem_wechatpay_decrypt, which 1.3 adds
+my $acls_q = q{
+SELECT string_agg(o || ' ' || coalesce(acl::text, 'default'), E'\n' ORDER BY o) FROM (
+    SELECT p.oid::regprocedure::text, p.proacl
+    FROM pg_depend d JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND p.oid = d.objid
+    WHERE d.deptype = 'e' AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
+    UNION ALL
+    SELECT c.oid::regclass::text, c.relacl
+    FROM pg_depend d JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid
+    WHERE d.deptype = 'e' AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
+) AS a(o, acl)
+WHERE o <> 'idem_wechatpay_decrypt(text,jsonb)'};
+
 my $keys_q = q{SELECT scope, key, state, token, attempt, encode(fingerprint, 'hex'),
        lease_until, checkpoint, checkpoint_data, response, created_at,
        completed_at, expires_at
 FROM idem.keys ORDER BY scope, key};
 my $webhooks_q = 'SELECT * FROM idem.webhooks ORDER BY 1, 2';
 my $seq_q = 'SELECT last_value, is_called FROM idem.token_seq';
+
+# Every key, every webhook record and the token sequence of a database
+sub rows_of
+{
+	my $db = shift;
+	return join("\n", map { sql($db, $_) } ($keys_q, $webhooks_q, $seq_q));
+}
 
 # --- 1.0, with data, updated to 1.1 ---
 
@@ -139,9 +163,9 @@ like($err, qr/idem_lookup\(\) cannot run in a parallel worker.*\n.*\n.*ALTER EXT
 	'under 1.1, idem_lookup in a parallel worker is refused, with the update as the hint');
 
 my $keys_11 = sql('up', $keys_q);
-sql('up', 'ALTER EXTENSION idem UPDATE');
+sql('up', "ALTER EXTENSION idem UPDATE TO '1.2'");
 is(sql('up', $version_q),
-	'1.2', 'ALTER EXTENSION idem UPDATE goes on to 1.2');
+	'1.2', "ALTER EXTENSION idem UPDATE TO '1.2' goes on to 1.2");
 is(sql('up', "SELECT proparallel FROM pg_proc WHERE proname = 'idem_lookup'"),
 	'r', '1.2 marks idem_lookup PARALLEL RESTRICTED');
 is(sql('up', $parallel_lookup), "claimed\nprocessing|1",
@@ -149,22 +173,107 @@ is(sql('up', $parallel_lookup), "claimed\nprocessing|1",
 is(sql('up', $keys_q), $keys_11, 'every key is unchanged by the second update');
 is(sql('up', $webhooks_q), $webhooks_before, 'every webhook record is unchanged by the second update');
 
+# --- 1.2 to 1.3: idem_wechatpay_decrypt, and every grant kept ---
+
+# An application role granted what doc/api.md grants under 1.2; the
+# operators' grant on the view is there from above
+sql('up', 'CREATE ROLE app LOGIN');
+sql('up', q{GRANT EXECUTE ON FUNCTION idem_claim(text, bytea, text, interval, interval, boolean),
+                                      idem_webhook(text, text, interval),
+                                      idem_webhook_verify(text, text, text, jsonb, interval) TO app});
+is(sql('up', q{SELECT to_regprocedure('idem_wechatpay_decrypt(text, jsonb)') IS NULL}),
+	't', '1.2 has no idem_wechatpay_decrypt');
+my $acls_12 = sql('up', $acls_q);
+like($acls_12, qr/idem_webhook_verify\(text,text,text,jsonb,interval\) \{.*app=X/,
+	'the grants are in the ACLs before the update');
+my $rows_12 = rows_of('up');
+my $members_12 = sql('up', $members_q);
+
+sql('up', 'ALTER EXTENSION idem UPDATE');
+is(sql('up', $version_q), '1.3', 'ALTER EXTENSION idem UPDATE goes on to 1.3');
+is(rows_of('up'), $rows_12, 'every key, webhook record and the token sequence are unchanged by the update to 1.3');
+is(sql('up', $acls_q), $acls_12, 'every grant is kept: no function or view was dropped and re-created');
+is( sql('up', $members_q),
+	join("\n", sort(split(/\n/, $members_12), 'function idem_wechatpay_decrypt(text,jsonb)')),
+	'the update adds exactly idem_wechatpay_decrypt to the extension');
+is( sql('up', q{SELECT provolatile::text || proparallel::text || proisstrict::text FROM pg_proc
+                WHERE oid = 'idem_wechatpay_decrypt(text, jsonb)'::regprocedure}),
+	'isfalse', 'idem_wechatpay_decrypt is IMMUTABLE, PARALLEL SAFE and takes NULLs itself');
+is( sql('up', q{SELECT has_function_privilege('public', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE')}),
+	'f', 'PUBLIC cannot execute idem_wechatpay_decrypt');
+is( $node->safe_psql(
+		'up', q{SELECT idem_webhook('stripe', 'evt_13'), idem_webhook_verify('stripe', 'k', 'p', '{}')},
+		extra_params => [ '-U', 'app' ]),
+	't|f', 'the role granted under 1.2 still calls what it was granted');
+my ($rc13, $out13, $err13) = $node->psql('up', q{SELECT idem_wechatpay_decrypt(repeat('k', 32), '{}')},
+	extra_params => [ '-U', 'app' ]);
+like($err13, qr/permission denied for function idem_wechatpay_decrypt/,
+	'and not idem_wechatpay_decrypt, until it is granted');
+sql('up', 'GRANT EXECUTE ON FUNCTION idem_wechatpay_decrypt(text, jsonb) TO app');
+is( $node->safe_psql(
+		'up', q{SELECT idem_wechatpay_decrypt(repeat('k', 32), '{}') IS NULL},
+		extra_params => [ '-U', 'app' ]),
+	't', 'then it calls it');
+
+# --- 1.0, 1.1 and 1.2 each straight to 1.3 ---
+
+my %updated;
+for my $from ('1.0', '1.1', '1.2')
+{
+	my $db = 'from_' . ($from =~ s/\.//r);
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	sql($db, "CREATE EXTENSION idem VERSION '$from'");
+	sql($db, q{
+BEGIN;
+SELECT idem_claim('d-completed', idem_fingerprint('{"amount": 7}'));
+SELECT idem_complete('d-completed', '{"charge": "ch_7"}');
+COMMIT;
+SELECT idem_claim('d-live', lease => '1 hour');
+SELECT idem_webhook('wechatpay', 'EV-1');
+GRANT EXECUTE ON FUNCTION idem_claim(text, bytea, text, interval, interval, boolean),
+                          idem_webhook_verify(text, text, text, jsonb, interval) TO app;
+});
+	my ($rows, $acls) = (rows_of($db), sql($db, $acls_q));
+	sql($db, 'ALTER EXTENSION idem UPDATE');
+	is(sql($db, $version_q), '1.3', "$from updates to 1.3 in one ALTER EXTENSION");
+	is(rows_of($db), $rows, "$from to 1.3 keeps every key, webhook record and the token sequence");
+	# the privileges of the objects that were there before the update
+	my %had = map { (split / /)[0] => 1 } split /\n/, $acls;
+	is( join("\n", grep { $had{ (split / /)[0] } } split /\n/, sql($db, $acls_q)),
+		$acls, "$from to 1.3 keeps every grant");
+	is( $node->safe_psql(
+			$db, q{SELECT status FROM idem_claim('d-completed')},
+			extra_params => [ '-U', 'app' ]),
+		'completed', "$from to 1.3: the granted role replays a key written under $from");
+	is(sql($db, q{SELECT has_function_privilege('app', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE')}),
+		'f', "$from to 1.3: the new function is not executable by the role");
+	$updated{$from} = $db;
+}
+
 # --- a fresh CREATE EXTENSION is 1.0 and the updates ---
 
 $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 my $fresh_clean_catalog = sql('fresh', $catalog_q);
 sql('fresh', 'CREATE EXTENSION idem');
 is(sql('fresh', $version_q),
-	'1.2', 'CREATE EXTENSION installs 1.2 by default');
+	'1.3', 'CREATE EXTENSION installs 1.3 by default');
 is(sql('fresh', $members_q), sql('up', $members_q),
-	'a fresh 1.2 has exactly the objects of an updated 1.0');
+	'a fresh 1.3 has exactly the objects of an updated 1.0');
 is( sql('fresh', $labels_q),
 	sql('up', $labels_q),
 	'and the same volatility and parallel labels');
+for my $from (sort keys %updated)
+{
+	is( join("\n", sql($updated{$from}, $members_q), sql($updated{$from}, $labels_q)),
+		join("\n", sql('fresh', $members_q), sql('fresh', $labels_q)),
+		"$from updated straight to 1.3 has the objects and labels of a fresh 1.3");
+}
 is( sql('fresh', q{SELECT string_agg(path, ', ') FROM pg_extension_update_paths('idem')
-                   WHERE source = '1.0' AND target = '1.2'}),
-	'1.0--1.1--1.2', 'the update path is 1.0--1.1--1.2');
-is(sql('fresh', q{SELECT status FROM idem_claim('f-1')}), 'claimed', 'claims work in a fresh 1.2');
+                   WHERE source = '1.0' AND target = '1.3'}),
+	'1.0--1.1--1.2--1.3', 'the update path is 1.0--1.1--1.2--1.3');
+is(sql('fresh', q{SELECT status FROM idem_claim('f-1')}), 'claimed', 'claims work in a fresh 1.3');
+is( sql('fresh', q{SELECT has_function_privilege('public', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE')}),
+	'f', 'PUBLIC cannot execute idem_wechatpay_decrypt in a fresh 1.3');
 
 # --- DROP EXTENSION removes everything ---
 
@@ -173,6 +282,7 @@ is(sql('fresh', $catalog_q), $fresh_clean_catalog,
 	'after DROP EXTENSION the catalogs are as before CREATE EXTENSION');
 
 sql('up', 'REVOKE SELECT ON idem_keys_in_progress FROM ops');
+sql('up', 'REVOKE ALL ON ALL FUNCTIONS IN SCHEMA public FROM app');
 sql('up', 'DROP EXTENSION idem');
 is( sql('up', q{
 SELECT (SELECT count(*) FROM pg_namespace WHERE nspname = 'idem')
