@@ -12,3 +12,48 @@ RETURNS jsonb
 AS 'MODULE_PATHNAME', 'idem_wechatpay_decrypt' LANGUAGE C IMMUTABLE PARALLEL SAFE;
 
 REVOKE ALL ON FUNCTION idem_wechatpay_decrypt(text, jsonb) FROM PUBLIC;
+
+-- More counters: claims that took over an attempt, finishing calls
+-- refused for a stale token (ID001), webhook deliveries rejected by
+-- idem_webhook_receive.  A new function under a new name, as
+-- pg_stat_statements does: the 1.2 view, on idem.stats_1_0(), keeps working
+-- with this library until ALTER EXTENSION UPDATE replaces it; the view keeps
+-- its grants (CREATE OR REPLACE VIEW adds the columns at its end).
+CREATE FUNCTION idem.stats_1_3(OUT dbid oid, OUT claimed bigint, OUT completed bigint,
+                               OUT failed bigint, OUT replayed bigint,
+                               OUT in_progress bigint, OUT mismatched bigint,
+                               OUT webhooks_new bigint, OUT webhooks_duplicate bigint,
+                               OUT purged bigint, OUT last_purge_at timestamptz,
+                               OUT taken_over bigint, OUT stale_tokens bigint,
+                               OUT webhooks_rejected bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_stats_1_3' LANGUAGE C VOLATILE PARALLEL SAFE;
+REVOKE ALL ON FUNCTION idem.stats_1_3() FROM PUBLIC;
+
+CREATE OR REPLACE VIEW idem_stats AS
+    SELECT d.datname, s.claimed, s.completed, s.failed, s.replayed, s.in_progress,
+           s.mismatched, s.webhooks_new, s.webhooks_duplicate, s.purged,
+           s.last_purge_at, s.taken_over, s.stale_tokens, s.webhooks_rejected
+    FROM idem.stats_1_3() s
+    LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid;
+
+-- A view's user needs EXECUTE on the functions the view calls: whoever was
+-- granted idem.stats_1_0() for the 1.2 view (doc/operations.md, "A monitoring
+-- role") is granted idem.stats_1_3() too, so monitoring goes on unchanged.
+DO $$
+DECLARE
+    g record;
+BEGIN
+    FOR g IN
+        SELECT a.grantee::regrole AS grantee, a.is_grantable
+        FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+        WHERE p.oid = 'idem.stats_1_0()'::pg_catalog.regprocedure
+          AND a.privilege_type = 'EXECUTE'
+          AND a.grantee <> 0 AND a.grantee <> p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION idem.stats_1_3() TO %s%s',
+                                  g.grantee,
+                                  CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+END
+$$;

@@ -420,7 +420,11 @@ idem_claim(PG_FUNCTION_ARGS)
 		int64		token = idem_store_next_token();
 
 		if (fetched == IDEM_FETCH_FOUND && !row_expired(&st, now))
+		{
+			/* the lease ran out, or the attempt was released */
 			claim_next_attempt(&st, scope, key, fp, token, lease_until, values, nulls);
+			idem_stats_count(IDEM_STAT_TAKEN_OVER, 1);
+		}
 		else
 			keep_lock = claim_fresh(&st, fetched, scope, key, fp, token, now,
 									lease_until, expires_at, values, nulls);
@@ -540,12 +544,16 @@ finish_check_owner(IdemStore *st, IdemFetch fetched, TimestampTz now,
 				 errhint("Pass the token that idem_claim returned.")));
 	current = DatumGetInt64(st->values[KEYS_TOKEN]);
 	if (state_is(st, "released") || token != current)
+	{
+		/* counters are not transactional: this one outlives the error */
+		idem_stats_count(IDEM_STAT_STALE_TOKENS, 1);
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEM_STALE_TOKEN),
 				 errmsg("%s: token %lld does not hold key \"%s\"", fname,
 						(long long) token, text_to_cstring(key)),
 				 errdetail("The attempt of this token was released or taken over; the key is at attempt %d.",
 						   DatumGetInt32(st->values[KEYS_ATTEMPT]))));
+	}
 }
 
 /*

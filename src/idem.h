@@ -54,8 +54,15 @@ typedef enum IdemCounter
 	IDEM_STAT_WEBHOOKS_NEW,
 	IDEM_STAT_WEBHOOKS_DUPLICATE,
 	IDEM_STAT_PURGED,
+	/* 1.3 */
+	IDEM_STAT_TAKEN_OVER,
+	IDEM_STAT_STALE_TOKENS,
+	IDEM_STAT_WEBHOOKS_REJECTED,
 	IDEM_STAT_NCOUNTERS
 } IdemCounter;
+
+/* The counters idem.stats_1_0() shows: those up to purged */
+#define IDEM_STAT_NCOUNTERS_1_0		(IDEM_STAT_PURGED + 1)
 
 extern void idem_stats_shmem_request(void);
 extern void idem_stats_shmem_startup(void);

@@ -39,8 +39,12 @@
 /* Databases with counters at once; doc/operations.md states the limit */
 #define IDEM_STATS_MAX_DATABASES	64
 
-/* Columns of idem.stats_1_0(): dbid, the counters, last_purge_at */
-#define IDEM_STATS_COLS_1_0			(IDEM_STAT_NCOUNTERS + 2)
+/*
+ * Columns of idem.stats_1_0(): dbid, the counters up to purged,
+ * last_purge_at; idem.stats_1_3() adds the later counters after them
+ */
+#define IDEM_STATS_COLS_1_0			(IDEM_STAT_NCOUNTERS_1_0 + 2)
+#define IDEM_STATS_COLS_1_3			(IDEM_STAT_NCOUNTERS + 2)
 
 #define IDEM_STATS_TRANCHE			"idem_stats"
 
@@ -74,6 +78,7 @@ static bool my_slot_missing = false;
 static uint32 my_slot_missing_at = 0;
 
 PG_FUNCTION_INFO_V1(idem_stats_1_0);
+PG_FUNCTION_INFO_V1(idem_stats_1_3);
 PG_FUNCTION_INFO_V1(idem_stats_reset);
 
 /* Size of the shared state */
@@ -285,12 +290,14 @@ idem_stats_require_preload(void)
 }
 
 /*
- * idem.stats_1_0(): one row per database with counters.  The version in the
- * name lets a later release add columns under a new name while the old
- * install script's view keeps working, as pg_stat_statements does.
+ * One row per database with counters, in the columns of the given version
+ * of the function: dbid, the counters up to purged, last_purge_at, then (from
+ * 1.3) the later counters.  The version in the function's name lets a
+ * release add columns under a new name while an older install script's view
+ * keeps working with the new library, as pg_stat_statements does.
  */
-Datum
-idem_stats_1_0(PG_FUNCTION_ARGS)
+static Datum
+idem_stats_rows(FunctionCallInfo fcinfo, int ncols)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TupleDesc	tupdesc;
@@ -311,7 +318,7 @@ idem_stats_1_0(PG_FUNCTION_ARGS)
 				 errmsg("materialize mode required, but it is not allowed in this context")));
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	if (tupdesc->natts != IDEM_STATS_COLS_1_0)
+	if (tupdesc->natts != ncols)
 		elog(ERROR, "incorrect number of output arguments");
 
 	per_query_ctx = rsinfo->econtext->ecxt_per_query_memory;
@@ -332,8 +339,8 @@ idem_stats_1_0(PG_FUNCTION_ARGS)
 	for (i = 0; i < IDEM_STATS_MAX_DATABASES; i++)
 	{
 		IdemDbStats *slot = &idem_shared->dbs[i];
-		Datum		values[IDEM_STATS_COLS_1_0];
-		bool		nulls[IDEM_STATS_COLS_1_0];
+		Datum		values[IDEM_STATS_COLS_1_3];
+		bool		nulls[IDEM_STATS_COLS_1_3];
 		uint64		last;
 		int			c;
 		int			col = 0;
@@ -343,20 +350,36 @@ idem_stats_1_0(PG_FUNCTION_ARGS)
 
 		memset(nulls, 0, sizeof(nulls));
 		values[col++] = ObjectIdGetDatum(slot->dbid);
-		for (c = 0; c < IDEM_STAT_NCOUNTERS; c++)
+		for (c = 0; c < IDEM_STAT_NCOUNTERS_1_0; c++)
 			values[col++] = Int64GetDatum((int64) pg_atomic_read_u64(&slot->counters[c]));
 		last = pg_atomic_read_u64(&slot->last_purge_at);
 		if (last == IDEM_NEVER)
 			nulls[col++] = true;
 		else
 			values[col++] = TimestampTzGetDatum((TimestampTz) last);
-		Assert(col == IDEM_STATS_COLS_1_0);
+		for (; col < ncols; c++)
+			values[col++] = Int64GetDatum((int64) pg_atomic_read_u64(&slot->counters[c]));
+		Assert(col == ncols);
 
 		tuplestore_putvalues(tupstore, tupdesc, values, nulls);
 	}
 	LWLockRelease(idem_shared->lock);
 
 	return (Datum) 0;
+}
+
+/* idem.stats_1_0(): the counters of 1.0 to 1.2, for their idem_stats view */
+Datum
+idem_stats_1_0(PG_FUNCTION_ARGS)
+{
+	return idem_stats_rows(fcinfo, IDEM_STATS_COLS_1_0);
+}
+
+/* idem.stats_1_3(): every counter, for the idem_stats view of 1.3 */
+Datum
+idem_stats_1_3(PG_FUNCTION_ARGS)
+{
+	return idem_stats_rows(fcinfo, IDEM_STATS_COLS_1_3);
 }
 
 /*

@@ -104,7 +104,7 @@ $node->safe_psql(
 	CREATE ROLE app LOGIN;
 	CREATE ROLE monitor LOGIN;
 	GRANT SELECT ON idem_stats TO monitor;
-	GRANT EXECUTE ON FUNCTION idem.stats_1_0() TO monitor;
+	GRANT EXECUTE ON FUNCTION idem.stats_1_3() TO monitor;
 	GRANT USAGE ON SCHEMA idem TO monitor;
 	GRANT SELECT (state, lease_until, created_at, completed_at, expires_at) ON idem.keys TO monitor;
 	GRANT SELECT (received_at, expires_at) ON idem.webhooks TO monitor;
@@ -138,6 +138,29 @@ like($err, qr/permission denied for table keys/, 'but cannot read the stored res
 like($err, qr/permission denied for function idem_stats_reset/,
 	'a role without EXECUTE cannot reset');
 is(counters('postgres'), '4|1|1|2|1|1|1|1|2|t', 'and nothing was reset');
+
+# --- 1.3: takeovers and stale tokens ---
+
+$node->safe_psql('postgres', q(
+	-- taken over: a released attempt, then one whose lease ran out
+	BEGIN;
+	SELECT idem_claim('t1');
+	SELECT idem_fail('t1', '{"error": "timeout"}');
+	COMMIT;
+	SELECT idem_claim('t1');
+));
+my $t2_first = $node->safe_psql('postgres',
+	q(SELECT token FROM idem_claim('t2', lease => '1 ms')));
+$node->safe_psql('postgres', q(SELECT pg_sleep(0.01); SELECT idem_claim('t2')));
+# a stale token is refused, and counted although the error rolls back
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT idem_complete('t2', '{}', token => $t2_first)");
+like($err, qr/does not hold key "t2"/, 'the first attempt\'s token is stale');
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT idem_checkpoint('t2', 'late', token => $t2_first)");
+is( $node->safe_psql('postgres',
+		"SELECT claimed, taken_over, stale_tokens, webhooks_rejected FROM idem_stats WHERE datname = 'postgres'"),
+	'8|2|2|0', 'takeovers and finishing calls refused for a stale token are counted');
 
 # --- Reset ---
 

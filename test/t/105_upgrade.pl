@@ -2,8 +2,9 @@
 # the token sequence, and adds the operators' view idem_keys_in_progress;
 # from 1.1 to 1.2 it marks idem_lookup PARALLEL RESTRICTED (under 1.1 a
 # parallel worker refuses to run it rather than miss a pending claim); from
-# 1.2 to 1.3 it adds idem_wechatpay_decrypt, which PUBLIC cannot execute,
-# and keeps every grant users made; 1.0, 1.1 and 1.2 each update straight
+# 1.2 to 1.3 it adds idem_wechatpay_decrypt and the counters of 1.3 (the
+# 1.2 view of the counters works with the new library until the update),
+# which PUBLIC cannot execute, and keeps every grant users made; 1.0, 1.1 and 1.2 each update straight
 # to 1.3 with their rows and grants; a fresh CREATE EXTENSION (1.0 followed
 # by the update scripts) gives the same objects; DROP EXTENSION leaves
 # nothing behind in the catalogs.
@@ -59,7 +60,7 @@ JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.de
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idem'};
 
 # The privileges on the extension's functions and relations, but those of
-# idem_wechatpay_decrypt, which 1.3 adds
+# idem_wechatpay_decrypt and idem.stats_1_3, which 1.3 adds
 my $acls_q = q{
 SELECT string_agg(o || ' ' || coalesce(acl::text, 'default'), E'\n' ORDER BY o) FROM (
     SELECT p.oid::regprocedure::text, p.proacl
@@ -70,7 +71,7 @@ SELECT string_agg(o || ' ' || coalesce(acl::text, 'default'), E'\n' ORDER BY o) 
     FROM pg_depend d JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid
     WHERE d.deptype = 'e' AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
 ) AS a(o, acl)
-WHERE o <> 'idem_wechatpay_decrypt(text,jsonb)'};
+WHERE o NOT IN ('idem_wechatpay_decrypt(text,jsonb)', 'idem.stats_1_3()')};
 
 my $keys_q = q{SELECT scope, key, state, token, attempt, encode(fingerprint, 'hex'),
        lease_until, checkpoint, checkpoint_data, response, created_at,
@@ -181,6 +182,22 @@ sql('up', 'CREATE ROLE app LOGIN');
 sql('up', q{GRANT EXECUTE ON FUNCTION idem_claim(text, bytea, text, interval, interval, boolean),
                                       idem_webhook(text, text, interval),
                                       idem_webhook_verify(text, text, text, jsonb, interval) TO app});
+# A monitoring role with the grants doc/operations.md gives under 1.2
+sql('up', q{CREATE ROLE mon LOGIN;
+            GRANT SELECT ON idem_stats TO mon;
+            GRANT EXECUTE ON FUNCTION idem.stats_1_0() TO mon});
+
+# The server already runs the 1.3 library: the 1.2 view of the counters,
+# on idem.stats_1_0(), keeps working before the update, with its columns
+sql('up', q{SELECT idem_claim('stats-12')});
+is( sql('up', q{SELECT claimed > 0, count(*) OVER () FROM idem_stats WHERE datname = 'up'}),
+	't|1', 'the 1.2 view idem_stats works with the 1.3 library before the update');
+is( sql('up', q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
+                WHERE attrelid = 'idem_stats'::regclass AND attnum > 0}),
+	'datname,claimed,completed,failed,replayed,in_progress,mismatched,webhooks_new,'
+	  . 'webhooks_duplicate,purged,last_purge_at',
+	'with the columns of 1.2');
+
 is(sql('up', q{SELECT to_regprocedure('idem_wechatpay_decrypt(text, jsonb)') IS NULL}),
 	't', '1.2 has no idem_wechatpay_decrypt');
 my $acls_12 = sql('up', $acls_q);
@@ -189,13 +206,25 @@ like($acls_12, qr/idem_webhook_verify\(text,text,text,jsonb,interval\) \{.*app=X
 my $rows_12 = rows_of('up');
 my $members_12 = sql('up', $members_q);
 
+
 sql('up', 'ALTER EXTENSION idem UPDATE');
 is(sql('up', $version_q), '1.3', 'ALTER EXTENSION idem UPDATE goes on to 1.3');
 is(rows_of('up'), $rows_12, 'every key, webhook record and the token sequence are unchanged by the update to 1.3');
 is(sql('up', $acls_q), $acls_12, 'every grant is kept: no function or view was dropped and re-created');
 is( sql('up', $members_q),
-	join("\n", sort(split(/\n/, $members_12), 'function idem_wechatpay_decrypt(text,jsonb)')),
-	'the update adds exactly idem_wechatpay_decrypt to the extension');
+	join("\n", sort(split(/\n/, $members_12), 'function idem_wechatpay_decrypt(text,jsonb)',
+		'function idem.stats_1_3()')),
+	'the update adds exactly idem_wechatpay_decrypt and idem.stats_1_3 to the extension');
+is( sql('up', q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
+                WHERE attrelid = 'idem_stats'::regclass AND attnum > 0}),
+	'datname,claimed,completed,failed,replayed,in_progress,mismatched,webhooks_new,'
+	  . 'webhooks_duplicate,purged,last_purge_at,taken_over,stale_tokens,webhooks_rejected',
+	'after the update the view has the counters of 1.3 after those of 1.2');
+is( $node->safe_psql('up', q{SELECT claimed > 0, taken_over > 0 FROM idem_stats WHERE datname = 'up'},
+		extra_params => [ '-U', 'mon' ]),
+	't|t', 'the monitoring role granted under 1.2 reads the 1.3 view (the takeover above counted)');
+is( sql('up', q{SELECT has_function_privilege('public', 'idem.stats_1_3()', 'EXECUTE')}),
+	'f', 'PUBLIC cannot execute idem.stats_1_3');
 is( sql('up', q{SELECT provolatile::text || proparallel::text || proisstrict::text FROM pg_proc
                 WHERE oid = 'idem_wechatpay_decrypt(text, jsonb)'::regprocedure}),
 	'isfalse', 'idem_wechatpay_decrypt is IMMUTABLE, PARALLEL SAFE and takes NULLs itself');
