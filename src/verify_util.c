@@ -18,6 +18,7 @@
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
+#include <openssl/asn1t.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -460,6 +461,71 @@ verify_secret_bytes(Slice secret)
 }
 
 /*
+ * A SubjectPublicKeyInfo read as its two parts, the key's bytes left as
+ * they are (RFC 5280, 4.1): what OpenSSL's own X509_PUBKEY reads, without
+ * turning the key into an EVP_PKEY.
+ */
+typedef struct SpkiParts
+{
+	X509_ALGOR *algorithm;
+	ASN1_BIT_STRING *key;
+} SpkiParts;
+
+ASN1_SEQUENCE(SpkiParts) = {
+	ASN1_SIMPLE(SpkiParts, algorithm, X509_ALGOR),
+	ASN1_SIMPLE(SpkiParts, key, ASN1_BIT_STRING)
+} static_ASN1_SEQUENCE_END(SpkiParts)
+
+/*
+ * d2i_PUBKEY, the common case first: an RSA key (rsaEncryption, parameters
+ * NULL or absent, the key a PKCS#1 RSAPublicKey and nothing after it) is
+ * read by OpenSSL's RSA key reader directly.  OpenSSL 3.0's d2i_PUBKEY
+ * sets up its whole decoder chain for every key, which costs several
+ * times the RSA verification itself; the reader here accepts nothing
+ * d2i_PUBKEY refuses.  Anything else (another type, odd parameters) goes
+ * to d2i_PUBKEY, which decides.  Advances *pp past the SubjectPublicKeyInfo
+ * as d2i_PUBKEY does; the key is the caller's to free.
+ */
+static EVP_PKEY *
+read_pubkey(const unsigned char **pp, long len)
+{
+	const unsigned char *p = *pp;
+	SpkiParts  *parts = (SpkiParts *) ASN1_item_d2i(NULL, &p, len,
+												ASN1_ITEM_rptr(SpkiParts));
+	EVP_PKEY   *key = NULL;
+
+	if (parts != NULL)
+	{
+		const ASN1_OBJECT *oid;
+		int			ptype;
+		const void *pval;
+
+		X509_ALGOR_get0(&oid, &ptype, &pval, parts->algorithm);
+		if (OBJ_obj2nid(oid) == NID_rsaEncryption &&
+			(ptype == V_ASN1_UNDEF || ptype == V_ASN1_NULL) &&
+			(parts->key->flags & 0x07) == 0)
+		{
+			const unsigned char *q = parts->key->data;
+
+			key = d2i_PublicKey(EVP_PKEY_RSA, NULL, &q, parts->key->length);
+			if (key != NULL && q != parts->key->data + parts->key->length)
+			{
+				EVP_PKEY_free(key);
+				key = NULL;
+			}
+		}
+		ASN1_item_free((ASN1_VALUE *) parts, ASN1_ITEM_rptr(SpkiParts));
+	}
+	ERR_clear_error();
+	if (key != NULL)
+	{
+		*pp = p;
+		return key;
+	}
+	return d2i_PUBKEY(NULL, pp, len);
+}
+
+/*
  * The public key of DER SubjectPublicKeyInfo bytes, freed when the call
  * ends; NULL if they are not exactly one
  */
@@ -471,7 +537,7 @@ verify_public_key(Slice der)
 
 	if (der.len == 0 || der.len > PG_INT32_MAX)
 		return NULL;
-	key = d2i_PUBKEY(NULL, &p, (long) der.len);
+	key = read_pubkey(&p, (long) der.len);
 	if (key == NULL)
 		return NULL;
 	verify_track_pkey(key);
@@ -732,7 +798,7 @@ verify_pem_next(BIO *bio, X509 **cert, EVP_PKEY **key)
 			 strcmp(name, PEM_STRING_RSA_PUBLIC) == 0)
 	{
 		if (strcmp(name, PEM_STRING_PUBLIC) == 0)
-			*key = d2i_PUBKEY(NULL, &p, len);
+			*key = read_pubkey(&p, len);
 		else
 			*key = d2i_PublicKey(EVP_PKEY_RSA, NULL, &p, len);
 		if (*key != NULL)
