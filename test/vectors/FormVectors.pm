@@ -1,9 +1,10 @@
 # Signed gateway forms made with the openssl command line, independently of
-# idem: RSA keys, a small certificate authority (openssl ca), and Alipay's
-# and UnionPay's notifications signed as their documentation and official
-# SDKs describe them.  Used by make_form_vectors.pl (the fixed vectors of
-# sql/webhook_forms.sql) and by test/t/108_gateway_forms.pl (fresh keys and
-# certificates at test time).
+# idem: RSA and Ed25519 keys, a small certificate authority (openssl ca),
+# and Alipay's and UnionPay's notifications signed as their documentation
+# and official SDKs describe them.  Used by make_form_vectors.pl (the fixed
+# vectors of sql/webhook_forms.sql), by test/t/108_gateway_forms.pl (fresh
+# keys and certificates at test time) and by Deliveries.pm (a delivery of
+# every kind of key, for the memory test and bench/verify.sh).
 #
 #   my $fv = FormVectors->new($dir);        # works in $dir, which it fills
 #   $fv->rsa_key('alipay');                  # $dir/alipay.key
@@ -90,6 +91,43 @@ sub ec_key
 	$self->run('openssl', 'genpkey', '-algorithm', 'EC', '-pkeyopt',
 		'ec_paramgen_curve:P-256', '-out', "$self->{dir}/$name.key");
 	return "$self->{dir}/$name.key";
+}
+
+# A new Ed25519 key pair $name
+sub ed25519_key
+{
+	my ($self, $name) = @_;
+	$self->run('openssl', 'genpkey', '-algorithm', 'ED25519', '-out', "$self->{dir}/$name.key");
+	return "$self->{dir}/$name.key";
+}
+
+# The raw 32 bytes of the Ed25519 public key $name, in base64 (the end of
+# its SubjectPublicKeyInfo)
+sub ed25519_public_base64
+{
+	my ($self, $name) = @_;
+	my $der = $self->run('openssl', 'pkey', '-in', "$self->{dir}/$name.key", '-pubout',
+		'-outform', 'DER');
+	return encode_base64(substr($der, -32), '');
+}
+
+# Base64 of the Ed25519 signature of $data by key $name
+sub ed25519_sign
+{
+	my ($self, $name, $data) = @_;
+	my $in = $self->file('to_sign', $data);
+	my $sig = $self->run('openssl', 'pkeyutl', '-sign', '-inkey', "$self->{dir}/$name.key",
+		'-rawin', '-in', $in);
+	return encode_base64($sig, '');
+}
+
+# The serial number of the certificate file $dir/$name.pem, in hex
+sub serial
+{
+	my ($self, $name) = @_;
+	my $out = $self->run('openssl', 'x509', '-in', "$self->{dir}/$name.pem", '-serial', '-noout');
+	$out =~ /^serial=([0-9A-F]+)$/m or die "no serial in $out";
+	return $1;
 }
 
 # The public key of $name: PEM SubjectPublicKeyInfo ("PUBLIC KEY")
