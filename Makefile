@@ -50,8 +50,9 @@ tmp_check:
 	@mkdir -p $@
 
 # deps: install the packages that are missing; test: every test against
-# scratch servers (CI=1 makes warnings errors); demo: see README.md.
-.PHONY: test demo deps bench
+# scratch servers (CI=1 makes warnings errors); demo: see README.md;
+# bench, bench-verify: see doc/performance.md.
+.PHONY: test demo deps bench bench-verify
 deps:
 	@bash test/deps.sh
 test:
@@ -60,3 +61,5 @@ demo:
 	@bash test/demo.sh
 bench:
 	@bash bench/run.sh
+bench-verify:
+	@bash bench/verify.sh
