@@ -13,9 +13,11 @@
 
 #include "catalog/namespace.h"
 #include "common/base64.h"
+#include "common/hashfn.h"
 #include "common/hmac.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include <openssl/asn1t.h>
@@ -526,23 +528,143 @@ read_pubkey(const unsigned char **pp, long len)
 }
 
 /*
+ * Public keys and certificates made in earlier calls, by kind and DER bytes.
+ * OpenSSL 3.0 reads a certificate, and a public key of another type than
+ * RSA, through a chain of decoders that costs several times a signature
+ * check, and a fresh RSA key computes its Montgomery constants on first
+ * use: a backend that verifies a gateway's notifications all day keeps its
+ * few keys here instead.  Only public material is kept, never a secret (a
+ * certificate in a form is public too, and at most VERIFY_CACHE_ENTRIES are
+ * kept: a sender can only make the cache forget).  Each entry holds one
+ * reference to its object; a call that uses it takes another, which the
+ * call's end releases like any object the call made.
+ */
+#define VERIFY_CACHE_ENTRIES	32
+
+typedef enum DerKind
+{
+	DER_SPKI,					/* SubjectPublicKeyInfo */
+	DER_RSA_PUBLIC,				/* PKCS#1 RSAPublicKey */
+	DER_X509					/* a certificate */
+} DerKind;
+
+typedef struct CachedDer
+{
+	void	   *object;			/* EVP_PKEY or X509; NULL: a free entry */
+	DerKind		kind;
+	uint32		hash;
+	long		len;
+	unsigned char *der;			/* in TopMemoryContext */
+	uint64		used;			/* when it was last used, to evict the oldest */
+} CachedDer;
+
+static CachedDer der_cache[VERIFY_CACHE_ENTRIES];
+static uint64 der_cache_clock = 0;
+
+/* Drop one reference to a cached object of that kind */
+static void
+der_object_free(DerKind kind, void *object)
+{
+	if (kind == DER_X509)
+		X509_free((X509 *) object);
+	else
+		EVP_PKEY_free((EVP_PKEY *) object);
+}
+
+/* Parse DER of that kind, all of it; a new object, or NULL */
+static void *
+der_parse(DerKind kind, const unsigned char *der, long len)
+{
+	const unsigned char *p = der;
+	void	   *object;
+
+	if (kind == DER_X509)
+		object = d2i_X509(NULL, &p, len);
+	else if (kind == DER_SPKI)
+		object = read_pubkey(&p, len);
+	else
+		object = d2i_PublicKey(EVP_PKEY_RSA, NULL, &p, len);
+	ERR_clear_error();
+	if (object != NULL && p != der + len)
+	{
+		/* trailing bytes after the object */
+		der_object_free(kind, object);
+		object = NULL;
+	}
+	return object;
+}
+
+/*
+ * The object of exactly these DER bytes, from the cache or parsed now and
+ * cached: a reference that is the caller's; NULL if the bytes are not one.
+ */
+static void *
+der_object(DerKind kind, const unsigned char *der, long len)
+{
+	uint32		hash = hash_bytes(der, (int) len);
+	CachedDer  *victim = &der_cache[0];
+	void	   *object;
+	unsigned char *copy;
+
+	for (int i = 0; i < VERIFY_CACHE_ENTRIES; i++)
+	{
+		CachedDer  *e = &der_cache[i];
+
+		if (e->object != NULL && e->kind == kind && e->hash == hash &&
+			e->len == len && memcmp(e->der, der, len) == 0)
+		{
+			e->used = ++der_cache_clock;
+			if (kind == DER_X509)
+				X509_up_ref((X509 *) e->object);
+			else
+				EVP_PKEY_up_ref((EVP_PKEY *) e->object);
+			return e->object;
+		}
+		if (e->object == NULL || (victim->object != NULL && e->used < victim->used))
+			victim = e;
+	}
+
+	object = der_parse(kind, der, len);
+	if (object == NULL)
+		return NULL;
+	/* cache it if memory allows: a failure here only skips the cache */
+	copy = MemoryContextAllocExtended(TopMemoryContext, len, MCXT_ALLOC_NO_OOM);
+	if (copy == NULL)
+		return object;
+	if (victim->object != NULL)
+	{
+		der_object_free(victim->kind, victim->object);
+		pfree(victim->der);
+	}
+	memcpy(copy, der, len);
+	victim->kind = kind;
+	victim->hash = hash;
+	victim->len = len;
+	victim->der = copy;
+	victim->used = ++der_cache_clock;
+	victim->object = object;
+	/* the cache's reference, and the caller's */
+	if (kind == DER_X509)
+		X509_up_ref((X509 *) object);
+	else
+		EVP_PKEY_up_ref((EVP_PKEY *) object);
+	return object;
+}
+
+/*
  * The public key of DER SubjectPublicKeyInfo bytes, freed when the call
  * ends; NULL if they are not exactly one
  */
 EVP_PKEY *
 verify_public_key(Slice der)
 {
-	const unsigned char *p = (const unsigned char *) der.data;
 	EVP_PKEY   *key;
 
 	if (der.len == 0 || der.len > PG_INT32_MAX)
 		return NULL;
-	key = read_pubkey(&p, (long) der.len);
-	if (key == NULL)
-		return NULL;
-	verify_track_pkey(key);
-	if (p != (const unsigned char *) der.data + der.len)
-		return NULL;			/* trailing bytes */
+	key = der_object(DER_SPKI, (const unsigned char *) der.data, (long) der.len);
+	if (key != NULL)
+		verify_track_pkey(key);
 	return key;
 }
 
@@ -561,17 +683,13 @@ release_x509(void *p)
 X509 *
 verify_certificate(Slice der)
 {
-	const unsigned char *p = (const unsigned char *) der.data;
 	X509	   *cert;
 
 	if (der.len == 0 || der.len > PG_INT32_MAX)
 		return NULL;
-	cert = d2i_X509(NULL, &p, (long) der.len);
-	if (cert == NULL)
-		return NULL;
-	verify_track(cert, release_x509);
-	if (p != (const unsigned char *) der.data + der.len)
-		return NULL;			/* trailing bytes */
+	cert = der_object(DER_X509, (const unsigned char *) der.data, (long) der.len);
+	if (cert != NULL)
+		verify_track(cert, release_x509);
 	return cert;
 }
 
@@ -769,7 +887,6 @@ verify_pem_next(BIO *bio, X509 **cert, EVP_PKEY **key)
 	char	   *header = NULL;
 	unsigned char *data = NULL;
 	long		len = 0;
-	const unsigned char *p;
 	VerifyPem	result = VERIFY_PEM_INVALID;
 
 	*cert = NULL;
@@ -785,33 +902,21 @@ verify_pem_next(BIO *bio, X509 **cert, EVP_PKEY **key)
 			return VERIFY_PEM_END;
 		return VERIFY_PEM_INVALID;
 	}
-	p = data;
-	if (header[0] != '\0')
+	if (header[0] != '\0' || len <= 0)
 		;						/* Proc-Type and the like: not ours */
 	else if (strcmp(name, PEM_STRING_X509) == 0)
 	{
-		*cert = d2i_X509(NULL, &p, len);
+		*cert = der_object(DER_X509, data, len);
 		if (*cert != NULL)
 			result = VERIFY_PEM_CERTIFICATE;
 	}
 	else if (strcmp(name, PEM_STRING_PUBLIC) == 0 ||
 			 strcmp(name, PEM_STRING_RSA_PUBLIC) == 0)
 	{
-		if (strcmp(name, PEM_STRING_PUBLIC) == 0)
-			*key = read_pubkey(&p, len);
-		else
-			*key = d2i_PublicKey(EVP_PKEY_RSA, NULL, &p, len);
+		*key = der_object(strcmp(name, PEM_STRING_PUBLIC) == 0 ? DER_SPKI : DER_RSA_PUBLIC,
+						  data, len);
 		if (*key != NULL)
 			result = VERIFY_PEM_PUBLIC_KEY;
-	}
-	if (result != VERIFY_PEM_INVALID && p != data + len)
-	{
-		/* trailing bytes after the object */
-		X509_free(*cert);
-		EVP_PKEY_free(*key);
-		*cert = NULL;
-		*key = NULL;
-		result = VERIFY_PEM_INVALID;
 	}
 	OPENSSL_free(name);
 	OPENSSL_free(header);
