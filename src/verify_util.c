@@ -556,6 +556,8 @@ typedef struct CachedDer
 	long		len;
 	unsigned char *der;			/* in TopMemoryContext */
 	uint64		used;			/* when it was last used, to evict the oldest */
+	EVP_MD_CTX *verifier;		/* set up to verify with the key and ... */
+	int			verifier_md;	/* ... this digest, for verify_signature */
 } CachedDer;
 
 static CachedDer der_cache[VERIFY_CACHE_ENTRIES];
@@ -635,6 +637,8 @@ der_object(DerKind kind, const unsigned char *der, long len)
 	{
 		der_object_free(victim->kind, victim->object);
 		pfree(victim->der);
+		EVP_MD_CTX_free(victim->verifier);
+		victim->verifier = NULL;
 	}
 	memcpy(copy, der, len);
 	victim->kind = kind;
@@ -789,6 +793,42 @@ verify_pem_block(Slice *rest, Slice *before, char **label, Slice *der)
 }
 
 /*
+ * A digest context set up to verify with a cached key and md, made on
+ * first use and kept with the key; NULL if key is not one of the cache's.
+ * Copying it costs less than EVP_DigestVerifyInit, which fetches the
+ * signature algorithm and hands the key to its provider each time.
+ */
+static const EVP_MD_CTX *
+cached_verifier(EVP_PKEY *key, const EVP_MD *md)
+{
+	for (int i = 0; i < VERIFY_CACHE_ENTRIES; i++)
+	{
+		CachedDer  *e = &der_cache[i];
+		EVP_PKEY   *k;
+
+		if (e->object == NULL)
+			continue;
+		k = e->kind == DER_X509 ? X509_get0_pubkey((X509 *) e->object) : (EVP_PKEY *) e->object;
+		if (k != key)
+			continue;
+		if (e->verifier != NULL && e->verifier_md == EVP_MD_get_type(md))
+			return e->verifier;
+		EVP_MD_CTX_free(e->verifier);
+		e->verifier = EVP_MD_CTX_new();
+		if (e->verifier != NULL &&
+			EVP_DigestVerifyInit(e->verifier, NULL, md, NULL, key) != 1)
+		{
+			EVP_MD_CTX_free(e->verifier);
+			e->verifier = NULL;
+		}
+		ERR_clear_error();
+		e->verifier_md = EVP_MD_get_type(md);
+		return e->verifier;
+	}
+	return NULL;
+}
+
+/*
  * Does sig sign the concatenated parts under key?  md is the digest of an
  * RSA (PKCS#1 v1.5) signature, or NULL for Ed25519, which signs the message
  * itself.
@@ -800,6 +840,7 @@ verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 	char	   *msg = NULL;
 	size_t		len = 0;
 	EVP_MD_CTX *ctx;
+	const EVP_MD_CTX *verifier;
 	bool		ok;
 
 	/* Ed25519 takes the whole message at once: join it before OpenSSL holds anything */
@@ -821,7 +862,10 @@ verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
-	ok = EVP_DigestVerifyInit(ctx, NULL, md, NULL, key) == 1;
+	if (md != NULL && (verifier = cached_verifier(key, md)) != NULL)
+		ok = EVP_MD_CTX_copy_ex(ctx, verifier) == 1;
+	else
+		ok = EVP_DigestVerifyInit(ctx, NULL, md, NULL, key) == 1;
 	if (md == NULL)
 		ok = ok && EVP_DigestVerify(ctx, sig, siglen, (const unsigned char *) msg, len) == 1;
 	else
