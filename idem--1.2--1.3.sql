@@ -57,3 +57,43 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- Webhook sources: each source's scheme, secrets (several during a
+-- rotation), timestamp tolerance, the addresses deliveries may come from
+-- (NULL: any) and how long delivery ids are kept (NULL: idem.webhook_ttl).
+-- Only the extension's owner reads the table: idem's C functions read and
+-- write it directly, as they do idem.keys, so a role needs only EXECUTE on
+-- them.  The view shows everything but the secrets.  pg_dump keeps the
+-- rows, secrets included (doc/operations.md says how to leave them out).
+CREATE TABLE idem.webhook_sources (
+    source      text COLLATE "C" NOT NULL,
+    scheme      text NOT NULL,
+    secrets     text[] NOT NULL,
+    tolerance   interval NOT NULL,
+    allowed_ips cidr[],
+    ttl         interval,
+    updated_at  timestamptz NOT NULL,
+    CONSTRAINT webhook_sources_pkey PRIMARY KEY (source)
+);
+REVOKE ALL ON idem.webhook_sources FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('idem.webhook_sources', '');
+
+CREATE FUNCTION idem_webhook_source_set(source text, scheme text, secrets text[],
+                                        tolerance interval DEFAULT '5 minutes',
+                                        allowed_ips cidr[] DEFAULT NULL,
+                                        ttl interval DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_webhook_source_set' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION idem_webhook_source_drop(source text)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'idem_webhook_source_drop' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW idem_webhook_sources AS
+    SELECT source, scheme, pg_catalog.cardinality(secrets) AS secret_count,
+           tolerance, allowed_ips, ttl, updated_at
+    FROM idem.webhook_sources;
+
+REVOKE ALL ON FUNCTION idem_webhook_source_set(text, text, text[], interval, cidr[], interval),
+                       idem_webhook_source_drop(text) FROM PUBLIC;
+REVOKE ALL ON idem_webhook_sources FROM PUBLIC;

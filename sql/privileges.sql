@@ -16,7 +16,7 @@ DECLARE
 BEGIN
     FOR r IN SELECT rolname FROM pg_roles WHERE rolname IN
              ('regress_idem_nobody', 'regress_idem_app', 'regress_idem_monitor',
-              'regress_idem_m7', 'regress_idem_m8')
+              'regress_idem_m7', 'regress_idem_m8', 'regress_idem_admin')
     LOOP
         EXECUTE format('DROP OWNED BY %I', r);
         EXECUTE format('DROP ROLE %I', r);
@@ -28,6 +28,7 @@ CREATE ROLE regress_idem_app;
 CREATE ROLE regress_idem_monitor;
 CREATE ROLE regress_idem_m7;
 CREATE ROLE regress_idem_m8;
+CREATE ROLE regress_idem_admin;
 SET client_min_messages = warning;
 DROP SCHEMA IF EXISTS regress_idem_tenant CASCADE;
 RESET client_min_messages;
@@ -102,11 +103,16 @@ SELECT pg_temp.err($q$SELECT idem_claim('priv-0', scope => 'regress-priv')$q$);
 SELECT pg_temp.err($q$SELECT idem_webhook('regress-priv', 'evt-0')$q$);
 SELECT pg_temp.err($q$SELECT idem_fingerprint('{}')$q$);
 SELECT pg_temp.err($q$SELECT idem_wechatpay_decrypt(repeat('k', 32), '{}')$q$);
+SELECT pg_temp.err($q$SELECT idem_webhook_source_set('regress-priv', 'github', '{s}')$q$);
+SELECT pg_temp.err($q$SELECT idem_webhook_source_drop('regress-priv')$q$);
+SELECT pg_temp.err($q$SELECT * FROM idem_webhook_sources$q$);
+SELECT pg_temp.err($q$SELECT * FROM idem.webhook_sources$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem.keys$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem_stats$q$);
 RESET ROLE;
 -- nothing was written by the refused calls
 SELECT count(*) AS rows FROM idem.keys WHERE scope = 'regress-priv';
+SELECT count(*) AS sources FROM idem.webhook_sources WHERE source = 'regress-priv';
 
 --
 -- The application role, with the GRANT of doc/api.md (copied verbatim,
@@ -167,7 +173,35 @@ SELECT pg_temp.err($q$SELECT nextval('idem.token_seq')$q$);
 SELECT pg_temp.err($q$SELECT idem_stats_reset()$q$);
 SELECT pg_temp.err($q$SELECT idem_purge()$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem_stats$q$);
+-- nor to the webhook sources: their secrets cannot be read, and only the
+-- admin role below configures them
+SELECT pg_temp.err($q$SELECT idem_webhook_source_set('regress-priv', 'github', '{s}')$q$);
+SELECT pg_temp.err($q$SELECT idem_webhook_source_drop('regress-priv')$q$);
+SELECT pg_temp.err($q$SELECT * FROM idem_webhook_sources$q$);
+SELECT pg_temp.err($q$SELECT * FROM idem.webhook_sources$q$);
 RESET ROLE;
+
+--
+-- The admin role of webhook sources, with the GRANT of doc/api.md (copied
+-- verbatim, with the role's name): it sets and drops sources and reads the
+-- view, through functions that write idem.webhook_sources directly; it can
+-- read no secret back
+--
+GRANT EXECUTE ON FUNCTION
+    idem_webhook_source_set(text, text, text[], interval, cidr[], interval),
+    idem_webhook_source_drop(text)
+TO regress_idem_admin;
+GRANT SELECT ON idem_webhook_sources TO regress_idem_admin;
+SELECT * FROM pg_temp.idem_rights('regress_idem_admin');
+SET ROLE regress_idem_admin;
+SELECT idem_webhook_source_set('regress-priv', 'github', '{regress-secret-1}');
+SELECT idem_webhook_source_set('regress-priv-2', 'github', '{regress-secret-2}');
+SELECT idem_webhook_source_drop('regress-priv-2') AS dropped;
+SELECT source, scheme, secret_count FROM idem_webhook_sources WHERE source LIKE 'regress-priv%';
+SELECT pg_temp.err($q$SELECT * FROM idem.webhook_sources$q$);
+SELECT pg_temp.err($q$SELECT idem_claim('priv-admin', scope => 'regress-priv')$q$);
+RESET ROLE;
+SELECT source, secrets FROM idem.webhook_sources WHERE source LIKE 'regress-priv%';
 
 --
 -- The scope is a namespace, not a permission: a role that may call the
@@ -271,10 +305,11 @@ ORDER BY cfg::regclass::text;
 DELETE FROM idem.keys
 WHERE scope IN ('regress-priv', 'regress-priv-m8', 'regress_idem_m7', 'regress_idem_m8');
 DELETE FROM idem.webhooks WHERE source = 'regress-priv';
+DELETE FROM idem.webhook_sources WHERE source LIKE 'regress-priv%';
 DROP FUNCTION regress_idem_tenant.claim(text, bytea, interval, interval),
               regress_idem_tenant.complete(text, jsonb, bigint);
 DROP SCHEMA regress_idem_tenant;
 DROP OWNED BY regress_idem_nobody, regress_idem_app, regress_idem_monitor,
-    regress_idem_m7, regress_idem_m8;
+    regress_idem_m7, regress_idem_m8, regress_idem_admin;
 DROP ROLE regress_idem_nobody, regress_idem_app, regress_idem_monitor,
-    regress_idem_m7, regress_idem_m8;
+    regress_idem_m7, regress_idem_m8, regress_idem_admin;

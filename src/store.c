@@ -55,18 +55,18 @@
 /*
  * locktag_field4 of idem's key locks.  PostgreSQL's own advisory locks use 1
  * and 2 there, so these never meet pg_advisory_lock() calls; in pg_locks they
- * show as locktype advisory with objsubid 7649 (keys) or 7650 (webhooks).
+ * show as locktype advisory with objsubid 7649 (keys), 7650 (webhooks) or
+ * 7651 (webhook sources).
  */
-#define IDEM_LOCK_KEYS		0x1DE1
-#define IDEM_LOCK_WEBHOOKS	0x1DE2
+static const uint16 lock_fields[IDEM_NTABLES] = {0x1DE1, 0x1DE2, 0x1DE3};
 
 /* OIDs of idem's relations in this database, resolved once and cached */
 typedef struct StoreOids
 {
 	bool		valid;
-	Oid			heap[2];
-	Oid			pkey[2];
-	Oid			expires[2];
+	Oid			heap[IDEM_NTABLES];
+	Oid			pkey[IDEM_NTABLES];
+	Oid			expires[IDEM_NTABLES];	/* InvalidOid: the table has none */
 	Oid			token_seq;
 } StoreOids;
 
@@ -80,12 +80,14 @@ static bool callback_registered = false;
  * key to a table invalidates its relcache entry, so the check runs once per
  * change of the table, not on every call.
  */
-static uint64 invalidations[2] = {1, 1};
-static uint64 checked[2] = {0, 0};
+static uint64 invalidations[IDEM_NTABLES] = {1, 1, 1};
+static uint64 checked[IDEM_NTABLES] = {0, 0, 0};
 
-static const char *const heap_names[2] = {"keys", "webhooks"};
-static const char *const pkey_names[2] = {"keys_pkey", "webhooks_pkey"};
-static const char *const expires_names[2] = {"keys_expires_at_idx", "webhooks_expires_at_idx"};
+static const char *const heap_names[IDEM_NTABLES] = {"keys", "webhooks", "webhook_sources"};
+static const char *const pkey_names[IDEM_NTABLES] = {"keys_pkey", "webhooks_pkey",
+"webhook_sources_pkey"};
+static const char *const expires_names[IDEM_NTABLES] = {"keys_expires_at_idx",
+"webhooks_expires_at_idx", NULL};
 
 /* A column as idem--1.0.sql creates it */
 typedef struct StoreColumn
@@ -119,19 +121,31 @@ static const StoreColumn webhooks_columns[WEBHOOKS_NATTS] = {
 	[WEBHOOKS_EXPIRES_AT] = {"expires_at", TIMESTAMPTZOID, true, false},
 };
 
-/* A table as idem--1.0.sql creates it: columns and the indexes idem scans */
+static const StoreColumn sources_columns[SOURCES_NATTS] = {
+	[SOURCES_SOURCE] = {"source", TEXTOID, true, true},
+	[SOURCES_SCHEME] = {"scheme", TEXTOID, true, false},
+	[SOURCES_SECRETS] = {"secrets", TEXTARRAYOID, true, false},
+	[SOURCES_TOLERANCE] = {"tolerance", INTERVALOID, true, false},
+	[SOURCES_ALLOWED_IPS] = {"allowed_ips", CIDRARRAYOID, false, false},
+	[SOURCES_TTL] = {"ttl", INTERVALOID, false, false},
+	[SOURCES_UPDATED_AT] = {"updated_at", TIMESTAMPTZOID, true, false},
+};
+
+/* A table as its install script creates it: columns and the indexes idem scans */
 typedef struct StoreShape
 {
 	const StoreColumn *columns;
 	int			natts;
-	AttrNumber	pkey[2];		/* (key, scope) or (event_id, source) */
-	AttrNumber	expires;		/* expires_at, which the purge scans */
+	int			npkey;			/* columns of the primary key */
+	AttrNumber	pkey[2];		/* (key, scope), (event_id, source) or (source) */
+	AttrNumber	expires;		/* expires_at, which the purge scans; 0: none */
 } StoreShape;
 
-static const StoreShape shapes[2] = {
-	{keys_columns, KEYS_NATTS, {KEYS_KEY + 1, KEYS_SCOPE + 1}, KEYS_EXPIRES_AT + 1},
-	{webhooks_columns, WEBHOOKS_NATTS, {WEBHOOKS_EVENT_ID + 1, WEBHOOKS_SOURCE + 1},
+static const StoreShape shapes[IDEM_NTABLES] = {
+	{keys_columns, KEYS_NATTS, 2, {KEYS_KEY + 1, KEYS_SCOPE + 1}, KEYS_EXPIRES_AT + 1},
+	{webhooks_columns, WEBHOOKS_NATTS, 2, {WEBHOOKS_EVENT_ID + 1, WEBHOOKS_SOURCE + 1},
 	WEBHOOKS_EXPIRES_AT + 1},
+	{sources_columns, SOURCES_NATTS, 1, {SOURCES_SOURCE + 1}, 0},
 };
 
 /* Forget the cached OIDs, and checks, when one of the relations changes or goes */
@@ -142,9 +156,10 @@ store_relcache_callback(Datum arg, Oid relid)
 
 	if (!OidIsValid(relid) || relid == oids.token_seq)
 		oids.valid = false;
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < IDEM_NTABLES; i++)
 		if (!OidIsValid(relid) ||
-			relid == oids.heap[i] || relid == oids.pkey[i] || relid == oids.expires[i])
+			relid == oids.heap[i] || relid == oids.pkey[i] ||
+			(OidIsValid(oids.expires[i]) && relid == oids.expires[i]))
 		{
 			oids.valid = false;
 			invalidations[i]++;
@@ -185,11 +200,19 @@ store_resolve(void)
 				(errcode(ERRCODE_UNDEFINED_SCHEMA),
 				 errmsg("schema \"idem\" does not exist"),
 				 errhint("Run CREATE EXTENSION idem in this database.")));
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < IDEM_NTABLES; i++)
 	{
+		/* before ALTER EXTENSION UPDATE to 1.3 there is no sources table */
+		if (i == IDEM_SOURCES && !OidIsValid(get_relname_relid(heap_names[i], nsp)))
+		{
+			oids.heap[i] = oids.pkey[i] = InvalidOid;
+			oids.expires[i] = InvalidOid;
+			continue;
+		}
 		oids.heap[i] = store_relid(nsp, heap_names[i]);
 		oids.pkey[i] = store_relid(nsp, pkey_names[i]);
-		oids.expires[i] = store_relid(nsp, expires_names[i]);
+		oids.expires[i] = expires_names[i] != NULL ?
+			store_relid(nsp, expires_names[i]) : InvalidOid;
 	}
 	oids.token_seq = store_relid(nsp, "token_seq");
 	oids.valid = true;
@@ -291,12 +314,15 @@ store_check_indexes(IdemStore *st, LOCKMODE lockmode)
 	Relation	expires;
 	bool		ok;
 
-	if (!store_index_is(st->pkey, st->heap, shape->pkey, 2, true, true))
+	if (!store_index_is(st->pkey, st->heap, shape->pkey, shape->npkey, true, true))
 		store_refuse_shape(st->which,
-						   psprintf(_("Index \"idem.%s\" is not a unique btree index on (%s, %s) in collation \"C\"."),
+						   psprintf(_("Index \"idem.%s\" is not a unique btree index on (%s%s%s) in collation \"C\"."),
 									pkey_names[st->which],
 									cols[shape->pkey[0] - 1].name,
-									cols[shape->pkey[1] - 1].name));
+									shape->npkey > 1 ? ", " : "",
+									shape->npkey > 1 ? cols[shape->pkey[1] - 1].name : ""));
+	if (shape->expires == 0)
+		return;
 	expires = index_open(oids.expires[st->which], lockmode);
 	ok = store_index_is(expires, st->heap, &shape->expires, 1, false, false);
 	index_close(expires, NoLock);
@@ -456,6 +482,11 @@ idem_store_open(IdemStore *st, IdemTable which, bool write)
 	LOCKMODE	lockmode = write ? RowExclusiveLock : AccessShareLock;
 
 	store_resolve();
+	if (!OidIsValid(oids.heap[which]))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("relation \"idem.%s\" does not exist", heap_names[which]),
+				 errhint("Run ALTER EXTENSION idem UPDATE.")));
 	st->which = which;
 	st->heap = table_open(oids.heap[which], lockmode);
 	st->pkey = index_open(oids.pkey[which], lockmode);
@@ -480,7 +511,10 @@ idem_store_close(IdemStore *st)
 	table_close(st->heap, NoLock);
 }
 
-/* The lock tag of one key: a 64-bit hash of both parts */
+/*
+ * The lock tag of one key: a 64-bit hash of both parts (b is NULL for a
+ * table whose key has one column)
+ */
 static void
 store_locktag(LOCKTAG *tag, IdemTable which, text *a, text *b)
 {
@@ -488,10 +522,11 @@ store_locktag(LOCKTAG *tag, IdemTable which, text *a, text *b)
 
 	h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(a),
 							VARSIZE_ANY_EXHDR(a), 0x1DE0);
-	h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(b),
-							VARSIZE_ANY_EXHDR(b), h);
+	if (b != NULL)
+		h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(b),
+								VARSIZE_ANY_EXHDR(b), h);
 	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
-						 which == IDEM_KEYS ? IDEM_LOCK_KEYS : IDEM_LOCK_WEBHOOKS);
+						 lock_fields[which]);
 }
 
 /*
@@ -539,18 +574,27 @@ idem_store_lock_held(IdemTable which, text *a, text *b)
 }
 
 /*
- * Equality scan keys on the two primary key columns: (key, scope) or
- * (event_id, source), the selective one first, so b (the key) comes first.
+ * Equality scan keys on the primary key columns: (key, scope) or
+ * (event_id, source), the selective one first, so b (the key) comes first;
+ * or (source) alone, a.  Answers how many keys were set.
  */
-static void
+static int
 store_scankeys(IdemStore *st, ScanKeyData *skey, text *a, text *b)
 {
+	if (shapes[st->which].npkey == 1)
+	{
+		ScanKeyEntryInitialize(&skey[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
+							   st->pkey->rd_indcollation[0], F_TEXTEQ,
+							   PointerGetDatum(a));
+		return 1;
+	}
 	ScanKeyEntryInitialize(&skey[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   st->pkey->rd_indcollation[0], F_TEXTEQ,
 						   PointerGetDatum(b));
 	ScanKeyEntryInitialize(&skey[1], 0, 2, BTEqualStrategyNumber, InvalidOid,
 						   st->pkey->rd_indcollation[1], F_TEXTEQ,
 						   PointerGetDatum(a));
+	return 2;
 }
 
 /* Deform the row in st->slot and note whether this transaction wrote it */
@@ -581,18 +625,18 @@ IdemFetch
 idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 {
 	ScanKeyData skey[2];
+	int			nkeys = store_scankeys(st, skey, a, b);
 
-	store_scankeys(st, skey, a, b);
 	/* one scan serves every fetch of the call: a claim reads twice */
 	if (st->scan == NULL)
-		st->scan = index_beginscan(st->heap, st->pkey, &st->dirty, 2, 0);
+		st->scan = index_beginscan(st->heap, st->pkey, &st->dirty, nkeys, 0);
 	for (;;)
 	{
 		TransactionId xwait = InvalidTransactionId;
 		bool		found;
 
 		InitDirtySnapshot(st->dirty);
-		index_rescan(st->scan, skey, 2, NULL, 0);
+		index_rescan(st->scan, skey, nkeys, NULL, 0);
 		found = index_getnext_slot(st->scan, ForwardScanDirection, st->slot);
 		if (!found)
 		{
@@ -618,7 +662,7 @@ idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 			ItemPointerData tid = st->slot->tts_tid;
 
 			ExecClearTuple(st->slot);
-			index_rescan(st->scan, skey, 2, NULL, 0);
+			index_rescan(st->scan, skey, nkeys, NULL, 0);
 			if (locked)
 				idem_store_unlock(st->which, a, b);
 			XactLockTableWait(xwait, st->heap, &tid, XLTW_None);
@@ -668,12 +712,12 @@ bool
 idem_store_fetch_visible(IdemStore *st, text *a, text *b)
 {
 	ScanKeyData skey[2];
+	int			nkeys = store_scankeys(st, skey, a, b);
 	IndexScanDesc scan;
 	bool		found;
 
-	store_scankeys(st, skey, a, b);
-	scan = index_beginscan(st->heap, st->pkey, GetActiveSnapshot(), 2, 0);
-	index_rescan(scan, skey, 2, NULL, 0);
+	scan = index_beginscan(st->heap, st->pkey, GetActiveSnapshot(), nkeys, 0);
+	index_rescan(scan, skey, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, st->slot);
 	index_endscan(scan);
 	if (found)
@@ -827,6 +871,21 @@ idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 		store_insert_index_entries(st->heap, tup, true, modified, only_summarizing);
 	bms_free(modified);
 	heap_freetuple(tup);
+	CommandCounterIncrement();
+}
+
+/*
+ * Delete the found row (the key lock is held, so no other transaction
+ * writes it)
+ */
+void
+idem_store_delete(IdemStore *st)
+{
+	ItemPointerData tid = st->slot->tts_tid;
+
+	ExecClearTuple(st->slot);
+	st->found = false;
+	simple_heap_delete(st->heap, &tid);
 	CommandCounterIncrement();
 }
 

@@ -17,7 +17,9 @@
 typedef enum IdemTable
 {
 	IDEM_KEYS,
-	IDEM_WEBHOOKS
+	IDEM_WEBHOOKS,
+	IDEM_SOURCES,				/* from 1.3: idem.webhook_sources */
+	IDEM_NTABLES
 } IdemTable;
 
 /* Columns of idem.keys, in the order idem--1.0.sql creates them */
@@ -47,6 +49,19 @@ enum
 	WEBHOOKS_RECEIVED_AT,
 	WEBHOOKS_EXPIRES_AT,
 	WEBHOOKS_NATTS
+};
+
+/* Columns of idem.webhook_sources (idem--1.2--1.3.sql) */
+enum
+{
+	SOURCES_SOURCE,
+	SOURCES_SCHEME,
+	SOURCES_SECRETS,
+	SOURCES_TOLERANCE,
+	SOURCES_ALLOWED_IPS,
+	SOURCES_TTL,
+	SOURCES_UPDATED_AT,
+	SOURCES_NATTS
 };
 
 #define IDEM_MAX_NATTS KEYS_NATTS
@@ -86,6 +101,7 @@ extern bool idem_store_fetch_visible(IdemStore *st, text *a, text *b);
 extern bool idem_store_fetch_own(IdemStore *st, ItemPointer tid, Oid filenode);
 extern void idem_store_insert(IdemStore *st, Datum *values, bool *nulls);
 extern void idem_store_update(IdemStore *st, Datum *values, bool *nulls);
+extern void idem_store_delete(IdemStore *st);
 extern int64 idem_store_next_token(void);
 extern Relation idem_store_open_expires(IdemStore *st);
 extern bool idem_store_delete_expired(IdemStore *st);

@@ -13,6 +13,7 @@
 
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "utils/jsonb.h"
 
 #include <openssl/evp.h>
@@ -63,6 +64,7 @@ extern const VerifyScheme *idem_verify_scheme(Slice name);
 extern const char *idem_verify_scheme_names(void);
 extern const VerifyScheme *idem_verify_scheme_arg(FunctionCallInfo fcinfo, int argno);
 extern Slice idem_verify_secret_arg(FunctionCallInfo fcinfo, int argno);
+extern double idem_verify_tolerance_usecs(const Interval *iv, bool null_skips);
 
 /* Bytes and headers (verify_util.c) */
 extern Slice slice_of_text(text *t);

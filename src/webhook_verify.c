@@ -256,26 +256,32 @@ standard_verify(void *k, const VerifyRequest *req)
 }
 
 /*
- * Tolerance in microseconds, a month counting as 30 days; -1 for NULL (no
- * check).  Done in double: a huge interval must not overflow.
+ * A tolerance in microseconds, a month counting as 30 days; an error if it
+ * is negative (whose hint says NULL skips the check if null_skips).  Done
+ * in double: a huge interval must not overflow.
  */
-static double
-tolerance_usecs_arg(FunctionCallInfo fcinfo, int argno)
+double
+idem_verify_tolerance_usecs(const Interval *iv, bool null_skips)
 {
-	Interval   *iv;
 	double		usecs;
 
-	if (PG_ARGISNULL(argno))
-		return -1;
-	iv = PG_GETARG_INTERVAL_P(argno);
 	usecs = (double) iv->month * DAYS_PER_MONTH * USECS_PER_DAY +
 		(double) iv->day * USECS_PER_DAY + (double) iv->time;
 	if (usecs < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("tolerance must not be negative"),
-				 errhint("Use NULL to skip the timestamp check.")));
+				 null_skips ? errhint("Use NULL to skip the timestamp check.") : 0));
 	return usecs;
+}
+
+/* The tolerance argument in microseconds; -1 for NULL (no check) */
+static double
+tolerance_usecs_arg(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		return -1;
+	return idem_verify_tolerance_usecs(PG_GETARG_INTERVAL_P(argno), true);
 }
 
 /*

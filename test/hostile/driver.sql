@@ -79,6 +79,7 @@ LANGUAGE sql AS $$
     SELECT CASE
         WHEN argname = 'scheme' THEN '''standard'''
         WHEN argname = 'secret' THEN '''whsec_c2VjcmV0'''
+        WHEN argname = 'secrets' THEN 'ARRAY[''whsec_c2VjcmV0'']'
         WHEN argname = 'currency' THEN '''USD'''
         WHEN argname = 'headers' THEN '''{"webhook-id": "x"}''::jsonb'
         WHEN argname = 'api_v3_key' THEN '''0123456789abcdef0123456789abcdef'''
@@ -92,6 +93,8 @@ LANGUAGE sql AS $$
         WHEN argtype = 'numeric'::regtype THEN '10'
         WHEN argtype = 'date'::regtype THEN '''2024-01-01''::date'
         WHEN argtype = 'text[]'::regtype THEN 'ARRAY[''a'', ''b'']'
+        WHEN argtype = 'cidr[]'::regtype THEN 'ARRAY[''192.0.2.0/24'']::cidr[]'
+        WHEN argtype = 'inet'::regtype THEN '''192.0.2.1''::inet'
     END
 $$;
 
@@ -110,7 +113,7 @@ DECLARE
     n integer := first_id;
     must_not_be_null text[] := ARRAY['key', 'scope', 'source', 'event_id', 'phase',
         'retryable', 'scheme', 'secret', 'merchant_id', 'merchant_order_id',
-        'amount', 'currency', 'request_date', 'parts', 'api_v3_key'];
+        'amount', 'currency', 'request_date', 'parts', 'api_v3_key', 'secrets'];
 BEGIN
     FOR f IN
         SELECT p.oid, p.oid::regproc::text AS name, p.proargnames AS argnames,

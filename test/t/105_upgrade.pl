@@ -60,7 +60,8 @@ JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.de
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idem'};
 
 # The privileges on the extension's functions and relations, but those of
-# idem_wechatpay_decrypt and idem.stats_1_3, which 1.3 adds
+# the objects 1.3 adds: idem_wechatpay_decrypt, idem.stats_1_3 and the
+# webhook sources
 my $acls_q = q{
 SELECT string_agg(o || ' ' || coalesce(acl::text, 'default'), E'\n' ORDER BY o) FROM (
     SELECT p.oid::regprocedure::text, p.proacl
@@ -71,7 +72,10 @@ SELECT string_agg(o || ' ' || coalesce(acl::text, 'default'), E'\n' ORDER BY o) 
     FROM pg_depend d JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid
     WHERE d.deptype = 'e' AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
 ) AS a(o, acl)
-WHERE o NOT IN ('idem_wechatpay_decrypt(text,jsonb)', 'idem.stats_1_3()')};
+WHERE o NOT IN ('idem_wechatpay_decrypt(text,jsonb)', 'idem.stats_1_3()',
+                'idem_webhook_source_set(text,text,text[],interval,cidr[],interval)',
+                'idem_webhook_source_drop(text)', 'idem.webhook_sources',
+                'idem_webhook_sources')};
 
 my $keys_q = q{SELECT scope, key, state, token, attempt, encode(fingerprint, 'hex'),
        lease_until, checkpoint, checkpoint_data, response, created_at,
@@ -213,8 +217,11 @@ is(rows_of('up'), $rows_12, 'every key, webhook record and the token sequence ar
 is(sql('up', $acls_q), $acls_12, 'every grant is kept: no function or view was dropped and re-created');
 is( sql('up', $members_q),
 	join("\n", sort(split(/\n/, $members_12), 'function idem_wechatpay_decrypt(text,jsonb)',
-		'function idem.stats_1_3()')),
-	'the update adds exactly idem_wechatpay_decrypt and idem.stats_1_3 to the extension');
+		'function idem.stats_1_3()',
+		'function idem_webhook_source_set(text,text,text[],interval,cidr[],interval)',
+		'function idem_webhook_source_drop(text)', 'table idem.webhook_sources',
+		'view idem_webhook_sources')),
+	'the update adds exactly idem_wechatpay_decrypt, idem.stats_1_3 and the webhook sources to the extension');
 is( sql('up', q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
                 WHERE attrelid = 'idem_stats'::regclass AND attnum > 0}),
 	'datname,claimed,completed,failed,replayed,in_progress,mismatched,webhooks_new,'
@@ -230,6 +237,17 @@ is( sql('up', q{SELECT provolatile::text || proparallel::text || proisstrict::te
 	'isfalse', 'idem_wechatpay_decrypt is IMMUTABLE, PARALLEL SAFE and takes NULLs itself');
 is( sql('up', q{SELECT has_function_privilege('public', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE')}),
 	'f', 'PUBLIC cannot execute idem_wechatpay_decrypt');
+is( sql('up', q{SELECT has_function_privilege('public', 'idem_webhook_source_set(text, text, text[], interval, cidr[], interval)', 'EXECUTE'),
+                       has_function_privilege('public', 'idem_webhook_source_drop(text)', 'EXECUTE'),
+                       has_table_privilege('public', 'idem_webhook_sources', 'SELECT'),
+                       has_table_privilege('public', 'idem.webhook_sources', 'SELECT')}),
+	'f|f|f|f', 'PUBLIC can use none of the webhook sources');
+is( sql('up', q{SELECT cfg::regclass FROM pg_extension, unnest(extconfig) AS cfg
+                WHERE extname = 'idem' AND cfg = 'idem.webhook_sources'::regclass}),
+	'idem.webhook_sources', 'the sources table is a configuration table: pg_dump keeps its rows');
+sql('up', q{SELECT idem_webhook_source_set('gh', 'github', '{s1}')});
+is( sql('up', q{SELECT source, scheme, secret_count FROM idem_webhook_sources}),
+	'gh|github|1', 'after the update a source can be set and read back without its secret');
 is( $node->safe_psql(
 		'up', q{SELECT idem_webhook('stripe', 'evt_13'), idem_webhook_verify('stripe', 'k', 'p', '{}')},
 		extra_params => [ '-U', 'app' ]),

@@ -1,0 +1,157 @@
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idem;
+RESET client_min_messages;
+-- Webhook sources: idem_webhook_source_set and _drop, the view
+-- idem_webhook_sources.  The secrets are fixed vectors of
+-- webhook_verify.sql, webhook_hmac.sql, webhook_forms.sql and
+-- webhook_wechatpay.sql (copied).
+\set stripe_secret 'whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH'
+\set stripe_secret_b 'whsec_Qm7nRk2pLx9TzV4cY8dJ3fH6gW1sA0eB'
+\set stripe_t '1700000000'
+\set stripe_payload '{"id":"evt_1OE2sL2eZvKYlo2C","object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_3OE2sL","amount":2000,"currency":"usd"}}}'
+\set stripe_sig '06ac76b0c8e7f5bc9d5f9ca481f73cf9a29d58c89a0089d7b6f2e99d32e5475c'
+\set std_secret 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'
+\set std_id 'msg_p5jXN8AQM9LWM0D4loKWxJek'
+\set std_ts '1614265330'
+\set std_payload '{"test": 2432232314}'
+\set std_sig 'g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE='
+\set std_pk 'whpk_LtNHoDiHOnxJPZSKwnHYZhKFxHqZ04agIm9vtMDJmWE='
+\set gh_secret 'It''s a Secret to Everybody'
+\set gh_secret_b 'gh-webhook-secret-2'
+\set gh_payload 'Hello, World!'
+\set gh_sig '757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17'
+\set shop_secret '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'
+\set shop_payload '{"id":820982911946154508,"email":"jon@example.com","total_price":"199.00","currency":"CAD"}'
+\set shop_sig 'VcZm48dngI8JMNclt7H+dUqDln91vSCyhjdez0YZZaw='
+\set rzp_secret 'rzp-webhook-secret-7Gq2'
+\set rzp_payload '{"entity":"event","account_id":"acc_BFQ7uQEaa7j2z7","event":"payment.captured","contains":["payment"],"payload":{"payment":{"entity":{"id":"pay_DESlfW9H8K9uqM","amount":100,"currency":"INR","status":"captured"}}},"created_at":1567674606}'
+\set rzp_sig 'ffef5b82c07cf328b6a3113c3653de5e393f139d6505eb6eb537379ed594f9dc'
+\set cko_secret '0b5ec7f5-2b2e-4b71-9d64-0d5a2c4e6a3f'
+\set cko_payload '{"id":"evt_az5sblvku4ge3dwpztvyizgcau","type":"payment_captured","created_on":"2019-08-23T14:11:23Z","data":{"id":"pay_waji5hpbdevunjifb3uwpl6x2u","amount":6540,"currency":"USD"}}'
+\set cko_sig '8df5eba9d24c699712cbd4975a5c91b06df7d3fa62ed6360bdc1fb6be4920f28'
+\set pdl_secret 'pdl_ntfset_01hv8wpt2bm0xc3a4smqqq8ns7_4Zx0dNfPCM1c3OLXxz8GqUYX9RqGYpXo'
+\set pdl_ts '1671552777'
+\set pdl_payload '{"event_id":"evt_01hv8x2a6ssgd0xq9yjc5bn9vq","event_type":"transaction.completed","occurred_at":"2022-12-20T16:12:57.000000Z","notification_id":"ntf_01hv8x2a8c1pq0mw5m5vq3y3y1","data":{"id":"txn_01hv8wptq8987qeep44cyrewp9","status":"completed","currency_code":"USD"}}'
+\set pdl_sig 'bbf2a6095ab2a252ce6234677af2a4b63270590992cd9fd89faebd2be33565e1'
+\set adyen_key '3F1A9C0D5E7B2486A1C3E5F7092B4D6F8A0C2E4F6B8D0A1C3E5F7A9B1D3F5E7C'
+\set adyen_psp '8816178914778451'
+\set adyen_orig '8816178914771230'
+\set adyen_merchant 'IdemShopECOM'
+\set adyen_ref 'order-42:café'
+\set adyen_value '2599'
+\set adyen_currency 'EUR'
+\set adyen_event 'REFUND'
+\set adyen_success 'true'
+\set adyen_sig 'kRCVlOzDf1BJ7acNO+8DcYaq6vwl7fkrjJQXjhNa15Y='
+\set alipay_key '-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAp9CRi23TGSjUXxHY6eJQ\nw4ympZyGeXWYvQfKXzAYmc/GXoP/+fP/6bomq/SflX/NFQzFrwvVAOKoknrsviWy\nRSA4SCEWO1I8DONj995Y+7LJcxdZoNvscpTw3aV46+loZlKYRAKeE2NMiEaPfa3z\n9loXNiGhAEGy9HNpDqOwbWdf9r7mnQuiujl71/5685h7GB/QGwIh2ZFTX9uj/p08\nvGOiGHNXmtzcFFQkhd7O7h4yaznBHXkpErkdngwlI8UTP4JX5brrtNfypzhXm0Cu\nBbFr/Sy4kqwza4bjR1z4DoadvucbuR7wNB98mO8S6h7JSiDEg0oDeynC7BlLLcm7\nUwIDAQAB\n-----END PUBLIC KEY-----\n'
+\set alipay_form 'gmt_create=2024-01-15+10%3A30%3A00&charset=utf-8&seller_email=merchant%40example.com&subject=%E6%B5%8B%E8%AF%95%E5%95%86%E5%93%81+idem&body=a%2Bb+%26+c%3Dd%2C+100%25&buyer_id=2088102177846880&invoice_amount=88.88&notify_id=2024011500222103030012341234567890&fund_bill_list=%5B%7B%22amount%22%3A%2288.88%22%2C%22fundChannel%22%3A%22ALIPAYACCOUNT%22%7D%5D&notify_type=trade_status_sync&trade_status=TRADE_SUCCESS&receipt_amount=88.88&app_id=2021000000000001&buyer_pay_amount=88.88&seller_id=2088102177649450&gmt_payment=2024-01-15+10%3A30%3A05&notify_time=2024-01-15+10%3A30%3A05&passback_params=&version=1.0&out_trade_no=20240115000001&total_amount=88.88&trade_no=2024011522001446880501234567&auth_app_id=2021000000000001&buyer_logon_id=buy***%40example.com&Zz_case=sorted+first&point_amount=0.00&sign_type=RSA2&sign=Kg%2Bbxj%2BJXREUSGKTYVAm3xFRvmGXIyJAN01iz0iOBEcEiJXuQWZLaGylW%2Bdfobo8gmtGex0y4WtprtSYgv7g9%2FJxow39niQaetM1PcK1nP5XdpAj%2F1VrAvrXgSdPJ49XdVjr1Li6MHo85EXhO7xCJnOWdktLGMV4sf43%2BVbDEC42de0c34sZ%2BPCXNb6VlkmN8AhEfiCRTRHmaMvdKlHgQice0khEWG15CWBhW8yKjeyI%2FdexhP6Rdrc0amc%2FHOZycm7Y663wALzKSFRYtP8tWT2uqKGWC%2BCO%2BzvcmYcsHek2dl0zQEa%2FLUEgkXCC6fjqoDEu1frcOjZCihEIR46fxg%3D%3D'
+\set unionpay_root '-----BEGIN CERTIFICATE-----\nMIIDZjCCAk6gAwIBAgIBAjANBgkqhkiG9w0BAQsFADBDMQswCQYDVQQGEwJDTjES\nMBAGA1UECgwJaWRlbSB0ZXN0MSAwHgYDVQQDDBdpZGVtIHRlc3QgVW5pb25QYXkg\ncm9vdDAgFw0yNDAxMDEwMDAwMDBaGA8yMTI0MDEwMTAwMDAwMFowQzELMAkGA1UE\nBhMCQ04xEjAQBgNVBAoMCWlkZW0gdGVzdDEgMB4GA1UEAwwXaWRlbSB0ZXN0IFVu\naW9uUGF5IHJvb3QwggEiMA0GCSqGSIb3DQEBAQUAA4IBDwAwggEKAoIBAQCOuEEW\nzbIs/LXeqFWJqWAkroCu5WnDRUj/T4Z3zLm5rRVLR/6Hh8sAyKIVijIXL/oVBGQg\np7F8K66dKuNsFck6sf8ewYzOxVoazWXbJUxZJ1lqMWdgLK8eGPHkvYWxu+5P96w1\nAsFMDvlyxVEGOCCQAwR7yH8bDvJy+3lNP0XilcwhjMnZo/rW7MxNr4ACu+HMDETi\ngrwqbEui5ku3F9d0PMWrzYUXFZIa7tE0ySb3uQOgyZ4WKekpd1zldkQfWdrp6+bz\nVO2UcatkTsQlMiN5sHy1G8qZOK8JxuPaf15jM4mXfHVARSVkIwVXsjhwWPJBfFr1\nUSZIk6DbK58axS+DAgMBAAGjYzBhMA8GA1UdEwEB/wQFMAMBAf8wDgYDVR0PAQH/\nBAQDAgEGMB0GA1UdDgQWBBRWbYWIDvCc/yWT35l/4mXvRTWDvDAfBgNVHSMEGDAW\ngBRWbYWIDvCc/yWT35l/4mXvRTWDvDANBgkqhkiG9w0BAQsFAAOCAQEAfdDOzq3P\nOifbRrHIhvpNl6vVZrMq+rCrXftauKeeh+BOwrheGwT58QKJ8XDZyBzr8ODBD76d\n8ANihkvP4TaqogdyGqb0HQ9tAESo8V9pApQ/XY1NmJ2cDhyN6i3n0+UOopKC6yRW\nd49+Q6vmP5+xrv1esgORwlapvNQKfNdxN9ESZussC2XmVx+kdLPiQYm4XUlQ7kgl\ncibXjUq38P38i5BNu0yOXTqWM2KZEoVztbZFUHQ4FmG5AstjL831VmzwidZHm6Ey\nigRs6B4PVDeszsAcrf35yjFbA+2EH6yByQd9NzbWDGP1AxxJnDkwrwXT8nzigbpr\nvtPnCrB5eSQyIw==\n-----END CERTIFICATE-----\n'
+\set unionpay_middle '-----BEGIN CERTIFICATE-----\nMIIDZTCCAk2gAwIBAgIBAzANBgkqhkiG9w0BAQsFADBDMQswCQYDVQQGEwJDTjES\nMBAGA1UECgwJaWRlbSB0ZXN0MSAwHgYDVQQDDBdpZGVtIHRlc3QgVW5pb25QYXkg\ncm9vdDAgFw0yNDAxMDEwMDAwMDBaGA8yMTI0MDEwMTAwMDAwMFowQjELMAkGA1UE\nBhMCQ04xEjAQBgNVBAoMCWlkZW0gdGVzdDEfMB0GA1UEAwwWaWRlbSB0ZXN0IFVu\naW9uUGF5IE9DQTCCASIwDQYJKoZIhvcNAQEBBQADggEPADCCAQoCggEBALl4yeXV\nlbpnDQw59mszXyz8k7jnVEUTCr5s7oAi5tAU9m0r5DFG2sOjyQaJe5kxMaqeE3Sk\nreySOkMT1hvQoRt1+qkRQn8x7MJ4/0UDXwmDspCgM0Za32tnvd7kRr3WILGla4Nr\n2nrLirnvPRAMxw2H619lqBiigesbxM4BdT/+Howm9yOvHHmJF32WlKSzLnnpd8tD\nOdHPYYFBHRGjxDBPcq5k7f0H9pWkR9GpsWZ1vjVXEbvZiiJWqd+aCflmgZLHsA8D\nxzpVHrhUkNnfIlGFDdZUk+QfrHdgeTPBY0rMJu2Js+Db4LFV0V2PD296dQ9SS0aB\nCsYxSS/yofxaQGcCAwEAAaNjMGEwDwYDVR0TAQH/BAUwAwEB/zAOBgNVHQ8BAf8E\nBAMCAQYwHQYDVR0OBBYEFKz6mnbQu7xzs0uoSoCsdivB+rpdMB8GA1UdIwQYMBaA\nFFZthYgO8Jz/JZPfmX/iZe9FNYO8MA0GCSqGSIb3DQEBCwUAA4IBAQAm6ChrQJ+k\nWE4kaTD1LOYL3FBdrNLoTY4uVmEPz1lABS1Uoeh5sw5Vo/KRYg0/QXC+aM3qeM9M\nky522/QzSEgLqExVEEij2a+Z06oPRPCLAy2norhOqEqPS17zpu3R9+76EH5yPjo8\ny+FlSOaK1ud1xCRAKaN84OV39fUt4j39K3Ulv3KcFPXNn0rvSl1TA8IXSYZB3f0S\n6RRv7+FZjUF2us/U9iTlY2s+bzScjE9yDBkrD7YZEMq1V9phiGTrnRPN1DQ77FLP\n/u8qkjNzrPZmCFSL++xYGgMJ00JYdg3CxkD2src+g4t71+n9jJX210y+wEe/Q9Wf\ncireMhZVJ91v\n-----END CERTIFICATE-----\n'
+\set unionpay_form 'accessType=0&bizType=000201&currencyCode=156&encoding=UTF-8&merId=777290058110048&orderId=20240115000001&queryId=792401151030051234567&reqReserved=%E5%A4%87%E6%B3%A8+a%2Bb%3Dc%26d&respCode=00&respMsg=success&settleAmt=8888&settleCurrencyCode=156&settleDate=0115&signMethod=01&traceNo=123456&traceTime=0115103005&txnAmt=8888&txnSubType=01&txnTime=20240115103000&txnType=01&version=5.1.0&signPubKeyCert=-----BEGIN+CERTIFICATE-----%0AMIIDlTCCAn2gAwIBAgIBBDANBgkqhkiG9w0BAQsFADBCMQswCQYDVQQGEwJDTjES%0AMBAGA1UECgwJaWRlbSB0ZXN0MR8wHQYDVQQDDBZpZGVtIHRlc3QgVW5pb25QYXkg%0AT0NBMCAXDTI0MDEwMTAwMDAwMFoYDzIxMjQwMTAxMDAwMDAwWjB8MQswCQYDVQQG%0AEwJDTjEXMBUGA1UECgwOaWRlbSB0ZXN0IENGQ0ExFDASBgNVBAsMC0VudGVycHJp%0Ac2VzMT4wPAYDVQQDDDUwNDFAWjIwMjQwMTAxQOS4reWbvemTtuiBlOiCoeS7veac%0AiemZkOWFrOWPuEAwMDAwMDAwMTCCASIwDQYJKoZIhvcNAQEBBQADggEPADCCAQoC%0AggEBANJTEZ94xC6GZIrT0T8X9t6I%2Fc4N9KYz5y%2Fkkf6qpDQq29n2ajOJua8tz1WU%0AA5KkSHlc2ccrpAOFQz5Nf36gyeC1X0gkp6c62qDV5EBXltVImk3QkxeHyehi5ku7%0AUgjFP8Ex%2FYGMQXysL7ip7g13RLHKMUD6s7kvsG4x4WQrXrPsl2CeA%2B0dZAiKn1LY%0ApXKvLFpzR11Z22PdjdOqljy29V8ctoarKISNw1IRGheVj5IrtmbJVsJ64YDxW52m%0AV5DFqHvlIHmfkyvnKI3VWnAkKWySuvaHSzLm6w6VleXB0oIjjQiP92e%2BmkfHDrB2%0AGxadd5E7daGRRIWCDlXH1uDKRkkCAwEAAaNaMFgwCQYDVR0TBAIwADALBgNVHQ8E%0ABAMCBsAwHQYDVR0OBBYEFNJu4zd%2FR%2BB%2BqROlRWQSmoGOfmKzMB8GA1UdIwQYMBaA%0AFKz6mnbQu7xzs0uoSoCsdivB%2BrpdMA0GCSqGSIb3DQEBCwUAA4IBAQALV8ZLjYN%2B%0ACCi0%2BLu7%2BI0o8EUseKP71U%2BAfbvyN2ti1leFW6zc%2BwmrQ%2FrGfCVyGWMy0OcUins%2F%0AoMcYmX5O5CWVOVHA64fO6EN5l6jrLYDr0z0yAS5tIymSkUiDF7wUFgPI4ysvb%2Fn%2F%0A%2FnRMBFtnDdqw8KYqLT5huxCz7npdPEC18yfOrNJAsLwSCqvy%2B9QLvWpxlHZt0iEc%0A8nSVw%2FpWHIGdOv%2BBjWc5H%2BFJkwR%2Bc5TiD7rRFOy94OQEW29vNmBoJaJAknjV0JCF%0AIWZ5Yg8KO5J2%2F3rLLuWu8mLr6n6gjKtgZwSnRknUSjLgWr9F19mEqNWLl6XDzown%0AS03ZiU2hiH7L%0A-----END+CERTIFICATE-----%0A&signature=MH5Ze8G1ICyLkaj1%2Ff4ebo6o6V3i8oaoXnkDk0cqzu9AdjBIO5oiXcsVfDTAGz%2BBKKtQfGWTVqhj%2FpIR%2FEowbNUVtQIQe0ba3KG%2B2xO01gAFwn0K9T0aEiK7huVxRjuZSSl1OKeavBtTeAaKl5O7VFe5tLlYA52jachnevi0ZO0B4LraHeX2Wjj9pQZe41HIaMyuwE9DCxCJqtOml3Chf5nBs56YHjdPqimVj4QrEB4scyfqRXe83PoA9IuvPYN%2BXoi4gMmu9cKN5drWQcZRkmyxxNFZ6tL3ULDTB4JZfNmHb1GQNV2N0cy1gsJ6H9fDBbtrpG%2Fcp%2BXxmFEE%2BStjFQ%3D%3D'
+\set cert_a '-----BEGIN CERTIFICATE-----\nMIIDDDCCAfSgAwIBAgIUCm2OK1w/Th17mgwuT2qLHTxef5AwDQYJKoZIhvcNAQEL\nBQAwQDELMAkGA1UEBhMCQ04xEjAQBgNVBAoMCWlkZW0gdGVzdDEdMBsGA1UEAwwU\naWRlbSB0ZXN0IHBsYXRmb3JtIEEwHhcNMjMwMTAxMDAwMDAwWhcNMzMwMTAxMDAw\nMDAwWjBAMQswCQYDVQQGEwJDTjESMBAGA1UECgwJaWRlbSB0ZXN0MR0wGwYDVQQD\nDBRpZGVtIHRlc3QgcGxhdGZvcm0gQTCCASIwDQYJKoZIhvcNAQEBBQADggEPADCC\nAQoCggEBAMBoKaIioUU51t2zsUSBmfw0IZ/PESwwEKKjxKSt/e2QSt90Y+f8mGfS\nUpzEIMpp6E4t5dUFUwiJVsMhEzMd+GPsUdzqCVtNwi0j0IdVfj1R3XHNgP5RHRBA\nKp6VNsHLSQbTzIbqTySFutH1PL3Hvft6RxJXiMfHVI3TuUCuf+aGUcju4tTmaFnt\ndLEeaSJiuawVDa9MZa9Ag73VdFkSO2eYSvUaSwyIButaRLeqrS9uHrrgoG4KcexL\nTXYKW+GPZvyypi+54W3l261eSyoTJbH8vx2j9W28x56eSXgPZ++2JxBC12RnstJR\ndq81RBzUPSue8ac1PnICNAhd7bsk+ksCAwEAATANBgkqhkiG9w0BAQsFAAOCAQEA\ni9QjnyKnGAMOQNO5IQ/FIPynyDkxmO0SEjG5mPnntHlmDrvs0tvFAfFAbTYSR6ND\nizYcLfRlEQaGx2YwMJGA5wQsHItAVqzhYyH7fCnrcVsBPN/k8YBM8DM8C274FRfK\nOkl9hDkoTXM9LhYVNtknm9EQZm8jTbN4y0yePPxziqtvlSE+iFwWzF4Jnt+mp/Zr\nOnIGbgizEWDw74k7BPkvuBgTZ2jqemsD17FVsstiZULIkcbn54QsfCGxKufP93Ri\n8jZEezJQqzAVYWeHI4eLe386drshUaQNqpE+YRUO8Eva/FtQVTjqGW/QWTmPyISJ\njydxzqZunl/Ti2akqM8SSw==\n-----END CERTIFICATE-----\n'
+\set serial_a_go '0A6D8E2B5C3F4E1D7B9A0C2E4F6A8B1D3C5E7F90'
+\set timestamp '1700000000'
+\set nonce '5K8264ILTKCH16CQ2502SI8ZNMTM67VS'
+\set body '{"id":"EV-2018022511223320873","create_time":"2023-11-15T06:13:20+08:00","resource_type":"encrypt-resource","event_type":"TRANSACTION.SUCCESS","summary":"支付成功","resource":{"original_type":"transaction","algorithm":"AEAD_AES_256_GCM","ciphertext":"hmelYVFfx94TJO2+f5G9xIjCivRjWLY9rjYs5Etu574pUkBpabiTn8J0QdONh6qB2XKtGXqUR5apAEtsR2jzZrOmW5SEuznnzqTzm2Oy6/c5rJUScCDc6welXDZtsuWuTaw1h5Fsr/ygw3rjwDXL6V8A8Mfc9DTqlQQlh3sDgdKl2ZIIwdH1TEDMQb/x2za1OBpvkq4rlTzCAbpgeexHeUixavsPiGTlq2FWwkuvKS8ixK9WTILp7Mk+//2WwFmXxe+8e70n95Tu3pr3VH/tNRdmrjgOjsqEfsSqOkWAjj8ZjJ715pQewxmlKZfP8SU1WQGezEPvWVPKQMGQb9DBaCw5xZIH6VVi/iA7SZiCtv4c4JSnHKlDiaGN4MpVL7EWrnC1f3FAHcYN4BZWJnRQPUxnh2XrD8enM/biL+a/3u7cFZWiZIPiPl7YH7mNhYqSW8kj6Xz8LUhQRHoV0nXh6jWH3sGFhSSxQqS5VYqTmUGktUsmNEAcAKCyCZt71QfYtAE8VBaRL6ArKyAvU9decl2vJyOyX0Y2sVM41HZS3DBNTDo6SoNgyZ+H0L+kBg1mzLKoN5JrtL6nreEI","associated_data":"transaction","nonce":"fdasflkja484"}}'
+\set sig_a 'NLVYM/RpRUzJwMWLo5349CmGyCyyiZUZAScCUxsOzVoG52kEx7qZZCzOS3pwpbMxXggCBkupjnnWc4Fqtbp/Ij1vx7uzn0exvFjM5KQDjerhcGmr8YWJ3RgfNOytc4/2AJqxlb9gTR2145+I5sGvAxwxN5D95tw7cWWnvNCxuOkW8XRFiPcdugeW3gikGSbIe1WDLbLzBUPyh+PuUhyVUziOlRn6JQ1PAnltW0CzRyFmQAx+ZAbeeJZ4xTp+Wf3bV7eWipROnXL+PLR8dQWfnQGYcSOZa9pabORs8sTX5HYBg6chq7mKOJ3zM6BotXuF0UbbwfbGKmsdB7vfnG88pA=='
+
+-- Run a statement; show its SQLSTATE, message and detail instead of failing
+CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    m text;
+    d text;
+BEGIN
+    EXECUTE q;
+    RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL;
+    RETURN SQLSTATE || ': ' || m || coalesce(' / ' || nullif(d, ''), '');
+END $$;
+
+-- create, read back through the view (no secret there), replace
+SELECT idem_webhook_source_set('stripe-live', 'stripe', ARRAY[:'stripe_secret']);
+SELECT source, scheme, secret_count, tolerance, allowed_ips, ttl,
+       updated_at > now() - interval '1 hour' AS updated_recently
+FROM idem_webhook_sources ORDER BY source;
+SELECT idem_webhook_source_set('stripe-live', 'stripe', ARRAY[:'stripe_secret', :'stripe_secret_b'],
+                               tolerance => '10 minutes', allowed_ips => '{192.0.2.0/24, 2001:db8::/32}',
+                               ttl => '30 days');
+SELECT idem_webhook_source_set('std', 'standard', ARRAY[:'std_secret', :'std_pk']);
+SELECT idem_webhook_source_set('', 'adyen', ARRAY[:'adyen_key'], tolerance => '0');
+SELECT source, scheme, secret_count, tolerance, allowed_ips, ttl
+FROM idem_webhook_sources ORDER BY source;
+-- the view's columns are exactly these: no secret in any of them
+SELECT attname FROM pg_attribute
+WHERE attrelid = 'idem_webhook_sources'::regclass AND attnum > 0 ORDER BY attnum;
+SELECT count(*) AS secrets_in_view
+FROM idem_webhook_sources v
+WHERE v::text LIKE '%' || :'stripe_secret' || '%' OR v::text LIKE '%' || :'std_pk' || '%';
+-- the table holds them as given
+SELECT source, secrets = ARRAY[:'stripe_secret', :'stripe_secret_b'] AS both_kept
+FROM idem.webhook_sources WHERE source = 'stripe-live';
+
+-- drop answers whether there was a source
+SELECT idem_webhook_source_drop('std') AS dropped, idem_webhook_source_drop('std') AS again,
+       idem_webhook_source_drop('never') AS never;
+SELECT source FROM idem_webhook_sources ORDER BY source;
+-- in a transaction that rolls back, set and drop leave nothing
+BEGIN;
+SELECT idem_webhook_source_set('rolled-back', 'github', ARRAY['s3cret']);
+SELECT idem_webhook_source_drop('stripe-live');
+SELECT source FROM idem_webhook_sources ORDER BY source;
+ROLLBACK;
+SELECT source FROM idem_webhook_sources ORDER BY source;
+
+--
+-- Bad arguments: each error, and nothing written
+--
+SELECT idem_webhook_source_set('stripe-live', 'stripe', ARRAY[:'stripe_secret']);
+SELECT updated_at AS before FROM idem.webhook_sources WHERE source = 'stripe-live' \gset
+-- NULLs: 22004
+SELECT pg_temp.err($$SELECT idem_webhook_source_set(NULL, 'stripe', '{whsec_x}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', NULL, '{whsec_x}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', NULL)$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{whsec_x, NULL}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{whsec_x}', NULL)$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{whsec_x}', allowed_ips => '{NULL}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_drop(NULL)$$);
+-- 22023: unknown scheme, no secret, an empty one, a secret that cannot be
+-- a key of the scheme (the message never quotes it), negative tolerance,
+-- no allowed address, a ttl that is not positive
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'paypal', '{whsec_x}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{""}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'standard', '{whsec_topsecret!!}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'adyen', ARRAY['3F1A', 'not-hex-topsecret'])$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'alipay', '{topsecret}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'wechatpay', '{topsecret}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'unionpay', '{topsecret}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{whsec_x}', '-1 second')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{whsec_x}', allowed_ips => '{}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{whsec_x}', ttl => '0')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{whsec_x}', ttl => '-1 day')$$);
+-- source names: as idem_webhook's (at most 255 bytes, the empty one allowed)
+SELECT pg_temp.err(format($$SELECT idem_webhook_source_set(%L, 'stripe', '{whsec_x}')$$, repeat('s', 256)));
+SELECT pg_temp.err(format($$SELECT idem_webhook_source_drop(%L)$$, repeat('s', 256)));
+-- nothing was written: the source is as before, and no other appeared
+SELECT source, scheme, secret_count, updated_at = :'before' AS unchanged
+FROM idem_webhook_sources WHERE source = 'stripe-live';
+SELECT count(*) AS sources FROM idem.webhook_sources;
+-- nor does any message quote a secret
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('x', 'standard', '{whpk_dG9wc2VjcmV0}')$$)
+       LIKE '%dG9wc2VjcmV0%' AS quoted;
+-- read-only transactions are refused
+BEGIN READ ONLY;
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('ro', 'github', '{s}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_drop('stripe-live')$$);
+ROLLBACK;
+
+-- the table must stay as the extension made it
+ALTER TABLE idem.webhook_sources ALTER COLUMN scheme DROP NOT NULL;
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{whsec_x}')$$);
+ALTER TABLE idem.webhook_sources ALTER COLUMN scheme SET NOT NULL;
+SELECT pg_temp.err($$SELECT idem_webhook_source_drop('nothing')$$);
+
+-- clean up
+SELECT idem_webhook_source_drop(source) FROM idem_webhook_sources;
+
