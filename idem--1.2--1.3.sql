@@ -97,3 +97,16 @@ CREATE VIEW idem_webhook_sources AS
 REVOKE ALL ON FUNCTION idem_webhook_source_set(text, text, text[], interval, cidr[], interval),
                        idem_webhook_source_drop(text) FROM PUBLIC;
 REVOKE ALL ON idem_webhook_sources FROM PUBLIC;
+
+-- One call for a webhook handler: the source is known, the client address
+-- is allowed, the signature verifies with one of the source's secrets, the
+-- event id is found, and the delivery is recorded as idem_webhook records
+-- it.  status: new, duplicate or rejected (reason: unknown_source, ip,
+-- timestamp, signature or malformed; nothing written).
+CREATE FUNCTION idem_webhook_receive(source text, payload text, headers jsonb,
+                                     client_ip inet DEFAULT NULL,
+                                     OUT status text, OUT event_id text, OUT reason text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'idem_webhook_receive' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION idem_webhook_receive(text, text, jsonb, inet) FROM PUBLIC;

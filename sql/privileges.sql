@@ -105,6 +105,7 @@ SELECT pg_temp.err($q$SELECT idem_fingerprint('{}')$q$);
 SELECT pg_temp.err($q$SELECT idem_wechatpay_decrypt(repeat('k', 32), '{}')$q$);
 SELECT pg_temp.err($q$SELECT idem_webhook_source_set('regress-priv', 'github', '{s}')$q$);
 SELECT pg_temp.err($q$SELECT idem_webhook_source_drop('regress-priv')$q$);
+SELECT pg_temp.err($q$SELECT * FROM idem_webhook_receive('regress-priv', 'p', '{}')$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem_webhook_sources$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem.webhook_sources$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem.keys$q$);
@@ -130,6 +131,7 @@ GRANT EXECUTE ON FUNCTION
     idem_payment_key(text, text, numeric, text, date),
     idem_webhook(text, text, interval),
     idem_webhook_verify(text, text, text, jsonb, interval),
+    idem_webhook_receive(text, text, jsonb, inet),
     idem_wechatpay_decrypt(text, jsonb)
 TO regress_idem_app;
 SELECT * FROM pg_temp.idem_rights('regress_idem_app');
@@ -202,6 +204,15 @@ SELECT pg_temp.err($q$SELECT * FROM idem.webhook_sources$q$);
 SELECT pg_temp.err($q$SELECT idem_claim('priv-admin', scope => 'regress-priv')$q$);
 RESET ROLE;
 SELECT source, secrets FROM idem.webhook_sources WHERE source LIKE 'regress-priv%';
+
+-- The application role receives deliveries of the source the admin set: a
+-- C function that reads the table directly, with EXECUTE alone (the
+-- signature: openssl dgst -sha256 -hmac regress-secret-1)
+SET ROLE regress_idem_app;
+SELECT * FROM idem_webhook_receive('regress-priv', 'Hello, World!',
+    '{"X-Hub-Signature-256": "sha256=06f3f04e8756c4e0d500d2152fd04c4a1f5557bcaf9c9d47e81ffba1f24f0341",
+      "X-GitHub-Delivery": "gh-priv-1"}');
+RESET ROLE;
 
 --
 -- The scope is a namespace, not a permission: a role that may call the

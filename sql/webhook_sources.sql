@@ -2,9 +2,9 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS idem;
 RESET client_min_messages;
 -- Webhook sources: idem_webhook_source_set and _drop, the view
--- idem_webhook_sources.  The secrets are fixed vectors of
--- webhook_verify.sql, webhook_hmac.sql, webhook_forms.sql and
--- webhook_wechatpay.sql (copied).
+-- idem_webhook_sources, and idem_webhook_receive.  The secrets and the
+-- signed requests are fixed vectors of webhook_verify.sql,
+-- webhook_hmac.sql, webhook_forms.sql and webhook_wechatpay.sql (copied).
 \set stripe_secret 'whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH'
 \set stripe_secret_b 'whsec_Qm7nRk2pLx9TzV4cY8dJ3fH6gW1sA0eB'
 \set stripe_t '1700000000'
@@ -20,6 +20,7 @@ RESET client_min_messages;
 \set gh_secret_b 'gh-webhook-secret-2'
 \set gh_payload 'Hello, World!'
 \set gh_sig '757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17'
+\set gh_sig_b '5d472512027957372725ea73bd032136eec380e4a49b3d0366b49081e7060f60'
 \set shop_secret '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'
 \set shop_payload '{"id":820982911946154508,"email":"jon@example.com","total_price":"199.00","currency":"CAD"}'
 \set shop_sig 'VcZm48dngI8JMNclt7H+dUqDln91vSCyhjdez0YZZaw='
@@ -155,3 +156,199 @@ SELECT pg_temp.err($$SELECT idem_webhook_source_drop('nothing')$$);
 -- clean up
 SELECT idem_webhook_source_drop(source) FROM idem_webhook_sources;
 
+--
+-- idem_webhook_receive: one verified delivery per scheme, its event id
+-- where the scheme puts it; the vectors are old, so their sources take a
+-- tolerance of a century
+--
+SELECT idem_webhook_source_set('r-stripe', 'stripe', ARRAY[:'stripe_secret'], '100 years');
+SELECT idem_webhook_source_set('r-standard', 'standard', ARRAY[:'std_secret'], '100 years');
+SELECT idem_webhook_source_set('r-svix', 'svix', ARRAY[:'std_secret'], '100 years');
+SELECT idem_webhook_source_set('r-github', 'github', ARRAY[:'gh_secret']);
+SELECT idem_webhook_source_set('r-shopify', 'shopify', ARRAY[:'shop_secret']);
+SELECT idem_webhook_source_set('r-razorpay', 'razorpay', ARRAY[:'rzp_secret']);
+SELECT idem_webhook_source_set('r-checkout', 'checkout', ARRAY[:'cko_secret']);
+SELECT idem_webhook_source_set('r-paddle', 'paddle', ARRAY[:'pdl_secret'], '100 years');
+SELECT idem_webhook_source_set('r-adyen', 'adyen', ARRAY[:'adyen_key']);
+SELECT idem_webhook_source_set('r-alipay', 'alipay', ARRAY[:'alipay_key']);
+SELECT idem_webhook_source_set('r-unionpay', 'unionpay', ARRAY[:'unionpay_root' || :'unionpay_middle']);
+SELECT idem_webhook_source_set('r-wechatpay', 'wechatpay', ARRAY[:'cert_a'], '100 years');
+CREATE TEMP TABLE deliveries AS
+SELECT * FROM (VALUES
+  ('r-stripe', :'stripe_payload',
+   jsonb_build_object('Stripe-Signature', 't=' || :'stripe_t' || ',v1=' || :'stripe_sig')),
+  ('r-standard', :'std_payload',
+   jsonb_build_object('webhook-id', :'std_id', 'webhook-timestamp', :'std_ts',
+                      'webhook-signature', 'v1,' || :'std_sig')),
+  ('r-svix', :'std_payload',
+   jsonb_build_object('svix-id', :'std_id', 'svix-timestamp', :'std_ts',
+                      'svix-signature', 'v1,' || :'std_sig')),
+  ('r-github', :'gh_payload',
+   jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig',
+                      'X-GitHub-Delivery', '72d3162e-cc78-11e3-81ab-4c9367dc0958')),
+  ('r-shopify', :'shop_payload',
+   jsonb_build_object('X-Shopify-Hmac-Sha256', :'shop_sig',
+                      'X-Shopify-Webhook-Id', 'b54557e4-bdd9-4b37-8a5f-bf7d70bcd043')),
+  ('r-razorpay', :'rzp_payload',
+   jsonb_build_object('X-Razorpay-Signature', :'rzp_sig', 'X-Razorpay-Event-Id', 'KXrhRlGwC2Pv2B')),
+  ('r-checkout', :'cko_payload', jsonb_build_object('Cko-Signature', :'cko_sig')),
+  ('r-paddle', :'pdl_payload',
+   jsonb_build_object('Paddle-Signature', 'ts=' || :'pdl_ts' || ';h1=' || :'pdl_sig')),
+  ('r-adyen', jsonb_build_object(
+    'additionalData', jsonb_build_object('hmacSignature', :'adyen_sig'),
+    'amount', jsonb_build_object('currency', :'adyen_currency', 'value', (:'adyen_value')::int),
+    'eventCode', :'adyen_event', 'merchantAccountCode', :'adyen_merchant',
+    'merchantReference', :'adyen_ref', 'originalReference', :'adyen_orig',
+    'pspReference', :'adyen_psp', 'success', :'adyen_success')::text, '{}'::jsonb),
+  ('r-alipay', :'alipay_form', '{}'),
+  ('r-unionpay', :'unionpay_form', '{}'),
+  ('r-wechatpay', :'body',
+   jsonb_build_object('Wechatpay-Serial', :'serial_a_go', 'Wechatpay-Signature', :'sig_a',
+                      'Wechatpay-Timestamp', :'timestamp', 'Wechatpay-Nonce', :'nonce'))
+) AS d(source, payload, headers);
+-- each is new, then a duplicate, with the event id of its scheme
+SELECT d.source, r.* FROM deliveries d, idem_webhook_receive(d.source, d.payload, d.headers) r
+ORDER BY d.source;
+SELECT d.source, r.* FROM deliveries d, idem_webhook_receive(d.source, d.payload, d.headers) r
+ORDER BY d.source;
+-- recorded as idem_webhook records them: in idem.webhooks, and a duplicate for it
+SELECT w.source, w.event_id, w.expires_at - w.received_at AS kept
+FROM idem.webhooks w JOIN deliveries d USING (source) ORDER BY 1;
+SELECT idem_webhook('r-github', '72d3162e-cc78-11e3-81ab-4c9367dc0958') AS github_first;
+-- the event id the scheme names is the one recorded: a delivery of another
+-- id, signed alike, is new (GitHub signs the body, not the delivery id)
+SELECT * FROM idem_webhook_receive('r-github', :'gh_payload',
+    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', 'other-id'));
+
+--
+-- The reasons of a rejection, each with nothing written and counted
+--
+SELECT count(*) AS webhooks, (SELECT last_value FROM idem.token_seq) AS seq,
+       (SELECT webhooks_rejected FROM idem_stats WHERE datname = current_database()) AS rejected
+FROM idem.webhooks \gset before_
+\set gh_headers '{"X-Hub-Signature-256": "sha256=' :gh_sig '", "X-GitHub-Delivery": "gh-rejected-1"}'
+-- unknown_source: no such source (and the secrets of others are no help)
+SELECT * FROM idem_webhook_receive('r-nobody', :'gh_payload', :'gh_headers');
+-- ip: the source lists addresses and the client is not in them (v4 and v6)
+SELECT idem_webhook_source_set('r-github-ip', 'github', ARRAY[:'gh_secret'],
+                               allowed_ips => '{192.0.2.0/24, 2001:db8::/32}');
+SELECT * FROM idem_webhook_receive('r-github-ip', :'gh_payload', :'gh_headers', '198.51.100.7');
+SELECT * FROM idem_webhook_receive('r-github-ip', :'gh_payload', :'gh_headers', '2001:db9::1');
+-- the IP check comes before the signature: a forged request from outside is "ip"
+SELECT * FROM idem_webhook_receive('r-github-ip', 'forged', :'gh_headers', '198.51.100.7');
+-- signature: bad, missing, or another secret's
+SELECT * FROM idem_webhook_receive('r-github', :'gh_payload' || ' ', :'gh_headers');
+SELECT * FROM idem_webhook_receive('r-github', :'gh_payload', '{"X-GitHub-Delivery": "gh-rejected-1"}');
+SELECT idem_webhook_source_set('r-github-b', 'github', ARRAY[:'gh_secret_b']);
+SELECT * FROM idem_webhook_receive('r-github-b', :'gh_payload', :'gh_headers');
+-- timestamp: the signature is genuine but signed outside the tolerance
+-- (the vectors are years old); with a forged signature it is "signature"
+SELECT idem_webhook_source_set('r-stripe-5min', 'stripe', ARRAY[:'stripe_secret']);
+SELECT * FROM idem_webhook_receive('r-stripe-5min', :'stripe_payload',
+    jsonb_build_object('Stripe-Signature', 't=' || :'stripe_t' || ',v1=' || :'stripe_sig'));
+SELECT * FROM idem_webhook_receive('r-stripe-5min', :'stripe_payload',
+    jsonb_build_object('Stripe-Signature', 't=' || :'stripe_t' || ',v1=' || repeat('0', 64)));
+SELECT idem_webhook_source_set('r-standard-5min', 'standard', ARRAY[:'std_secret']);
+SELECT * FROM idem_webhook_receive('r-standard-5min', :'std_payload',
+    jsonb_build_object('webhook-id', :'std_id', 'webhook-timestamp', :'std_ts',
+                       'webhook-signature', 'v1,' || :'std_sig'));
+SELECT idem_webhook_source_set('r-wechatpay-5min', 'wechatpay', ARRAY[:'cert_a']);
+SELECT * FROM idem_webhook_receive('r-wechatpay-5min', :'body',
+    jsonb_build_object('Wechatpay-Serial', :'serial_a_go', 'Wechatpay-Signature', :'sig_a',
+                       'Wechatpay-Timestamp', :'timestamp', 'Wechatpay-Nonce', :'nonce'));
+-- malformed: verified, but no event id where the scheme puts it (GitHub:
+-- no header, an empty one, one too long for an event id)
+SELECT * FROM idem_webhook_receive('r-github', :'gh_payload',
+    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig'));
+SELECT * FROM idem_webhook_receive('r-github', :'gh_payload',
+    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', ''));
+SELECT * FROM idem_webhook_receive('r-github', :'gh_payload',
+    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', repeat('x', 256)));
+-- nothing was written by any rejection, and each was counted
+SELECT count(*) - :before_webhooks AS webhooks_written,
+       (SELECT last_value FROM idem.token_seq) - :before_seq AS tokens_taken,
+       (SELECT webhooks_rejected FROM idem_stats WHERE datname = current_database())
+         - :before_rejected AS rejected_counted
+FROM idem.webhooks;
+
+-- The body's id (checkout, stripe, wechatpay; paddle's event_id): signed
+-- here with pgcrypto, it must be a string member of the root object, once
+-- (pgcrypto may be there already from another test: install it quietly,
+-- and at the end remove it only if this test installed it)
+SELECT NOT EXISTS (SELECT FROM pg_extension WHERE extname = 'pgcrypto') AS drop_pgcrypto \gset
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pgcrypto;
+RESET client_min_messages;
+SELECT idem_webhook_source_set('r-cko', 'checkout', '{cko-test-secret}');
+SELECT label, r.status, r.event_id, r.reason
+FROM (VALUES ('not JSON', 'Hello'),
+             ('no id', '{"type": "payment_captured"}'),
+             ('a number', '{"id": 42}'),
+             ('null', '{"id": null}'),
+             ('an object', '{"id": {"v": "evt_1"}}'),
+             ('twice', '{"id": "evt_1", "id": "evt_2"}'),
+             ('only nested', '{"data": {"id": "evt_1"}}'),
+             ('an array', '[{"id": "evt_1"}]'),
+             ('empty', '{"id": ""}'),
+             ('a NUL escape', '{"id": "evt\u0000"}'),
+             ('cut short', '{"id": "evt_1"'),
+             ('escaped', '{"data": {"id": 1}, "id": "evt_\u00e9\"x"}')) AS v(label, body),
+     idem_webhook_receive('r-cko', body,
+         jsonb_build_object('Cko-Signature', encode(hmac(body, 'cko-test-secret', 'sha256'), 'hex'))) r;
+-- Stripe within the tolerance, against the clock: new; ten minutes old: timestamp
+CREATE FUNCTION pg_temp.stripe_now(payload text, offset_s int) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('Stripe-Signature', 't=' || t || ',v1=' ||
+         encode(hmac(t || '.' || payload, 'whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH', 'sha256'), 'hex'))
+  FROM (SELECT (floor(extract(epoch FROM clock_timestamp())) + offset_s)::bigint::text AS t) AS n
+$$;
+SELECT * FROM idem_webhook_receive('r-stripe-5min', '{"id": "evt_now"}',
+    pg_temp.stripe_now('{"id": "evt_now"}', -5));
+SELECT * FROM idem_webhook_receive('r-stripe-5min', '{"id": "evt_old"}',
+    pg_temp.stripe_now('{"id": "evt_old"}', -600));
+\if :drop_pgcrypto
+DROP EXTENSION pgcrypto;
+\endif
+
+-- NULLs: the source and payload and headers must be given (22004); a NULL
+-- client address skips the address check
+SELECT pg_temp.err($$SELECT idem_webhook_receive(NULL, 'p', '{}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_receive('r-github', NULL, '{}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_receive('r-github', 'p', NULL)$$);
+SELECT status, reason FROM idem_webhook_receive('r-github-ip', :'gh_payload', :'gh_headers', NULL);
+-- and in an allowed network it goes on to the signature
+SELECT status, event_id FROM idem_webhook_receive('r-github-ip', :'gh_payload',
+    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', 'gh-ip-2'),
+    '2001:db8::17');
+
+-- rotation: with two secrets both verify; replacing the list takes effect
+-- at the next call
+SELECT idem_webhook_source_set('r-rot', 'github', ARRAY[:'gh_secret', :'gh_secret_b']);
+SELECT status FROM idem_webhook_receive('r-rot', :'gh_payload',
+    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', 'rot-1'));
+SELECT status FROM idem_webhook_receive('r-rot', :'gh_payload',
+    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig_b', 'X-GitHub-Delivery', 'rot-2'));
+SELECT idem_webhook_source_set('r-rot', 'github', ARRAY[:'gh_secret_b']);
+SELECT status, reason FROM idem_webhook_receive('r-rot', :'gh_payload',
+    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', 'rot-3'));
+-- a dropped source is unknown at once
+SELECT idem_webhook_source_drop('r-rot');
+SELECT status, reason FROM idem_webhook_receive('r-rot', :'gh_payload',
+    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig_b', 'X-GitHub-Delivery', 'rot-4'));
+-- the ttl of the source is the record's
+SELECT idem_webhook_source_set('r-ttl', 'github', ARRAY[:'gh_secret'], ttl => '2 hours');
+SELECT status FROM idem_webhook_receive('r-ttl', :'gh_payload', :'gh_headers');
+SELECT expires_at - received_at AS kept FROM idem.webhooks WHERE source = 'r-ttl';
+-- in a transaction that rolls back, the record goes too
+BEGIN;
+SELECT status FROM idem_webhook_receive('r-github', :'gh_payload',
+    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', 'rolled-back'));
+ROLLBACK;
+SELECT status FROM idem_webhook_receive('r-github', :'gh_payload',
+    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', 'rolled-back'));
+-- read-only transactions are refused
+BEGIN READ ONLY;
+SELECT pg_temp.err($$SELECT idem_webhook_receive('r-github', 'p', '{}')$$);
+ROLLBACK;
+-- clean up
+SELECT count(*) AS dropped FROM idem_webhook_sources WHERE idem_webhook_source_drop(source);
+DELETE FROM idem.webhooks WHERE source LIKE 'r-%';

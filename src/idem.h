@@ -42,6 +42,9 @@ extern TimestampTz idem_after(TimestampTz from, const Interval *iv, const char *
 extern void idem_check_json_size(Datum jsonb, const char *what);
 extern void idem_check_writable(const char *fname);
 
+/* Webhook deliveries (webhook.c) */
+extern bool idem_webhook_record(text *source, text *event_id, const Interval *ttl);
+
 /* Operator counters in shared memory (stats.c) */
 typedef enum IdemCounter
 {

@@ -111,6 +111,8 @@ extern void *paddle_prepare(Slice secret);
 extern bool paddle_verify(void *key, const VerifyRequest *req);
 extern void *adyen_prepare(Slice secret);
 extern bool adyen_verify(void *key, const VerifyRequest *req);
+extern bool adyen_event_id(Slice payload, Slice *id);
+extern bool json_member_string(Slice json, const char *name, Slice *value);
 
 /*
  * PEM (verify_util.c): the objects of the PEM blocks of a text, read with

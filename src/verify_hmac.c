@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "common/jsonapi.h"
+#include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 
 #include "verify.h"
@@ -225,7 +226,8 @@ typedef struct AdyenValue
  */
 typedef struct AdyenParse
 {
-	int			depth;			/* containers around the current value */
+	int			depth;			/* containers around the current value; first,
+								 * for json_container_end */
 	char	   *path[4];		/* path[d]: the member name at depth d, or
 								 * NULL for an array element */
 	bool		root_is_object;
@@ -342,11 +344,14 @@ adyen_array_start(void *state)
 	JSON_ACTION_DONE;
 }
 
-/* A container ends */
+/*
+ * A container ends.  Shared by the parses of this file: the state of each
+ * starts with its depth.
+ */
 static JSON_ACTION
-adyen_container_end(void *state)
+json_container_end(void *state)
 {
-	((AdyenParse *) state)->depth--;
+	(*(int *) state)--;
 	JSON_ACTION_DONE;
 }
 
@@ -457,37 +462,144 @@ json_safe_to_parse(Slice json, int max_depth)
 }
 
 /*
- * Parse the payload into p with the server's JSON parser, which answers
- * an error code instead of raising for JSON that is not well formed.
+ * Parse json with the server's JSON parser and the actions of sem; false,
+ * never an error, for JSON that is not well formed (the parser answers an
+ * error code) or that json_safe_to_parse refuses.
  */
+static bool
+json_parse_quietly(Slice json, JsonSemAction *sem)
+{
+	JsonLexContext *lex;
+
+	if (json.len > PG_INT32_MAX || !json_safe_to_parse(json, ADYEN_MAX_DEPTH))
+		return false;
+#if PG_VERSION_NUM >= 170000
+	lex = makeJsonLexContextCstringLen(NULL, json.data, json.len,
+									   GetDatabaseEncoding(), true);
+#else
+	lex = makeJsonLexContextCstringLen(unconstify(char *, json.data),
+									   (int) json.len,
+									   GetDatabaseEncoding(), true);
+#endif
+	return pg_parse_json(lex, sem) == JSON_SUCCESS;
+}
+
+/* Parse the payload into p */
 static bool
 adyen_parse(Slice payload, AdyenParse *p)
 {
-	JsonLexContext *lex;
 	JsonSemAction sem;
 
-	if (payload.len > PG_INT32_MAX || !json_safe_to_parse(payload, ADYEN_MAX_DEPTH))
-		return false;
 	memset(p, 0, sizeof(AdyenParse));
 	memset(&sem, 0, sizeof(sem));
 	sem.semstate = p;
 	sem.object_start = adyen_object_start;
-	sem.object_end = adyen_container_end;
+	sem.object_end = json_container_end;
 	sem.array_start = adyen_array_start;
-	sem.array_end = adyen_container_end;
+	sem.array_end = json_container_end;
 	sem.object_field_start = adyen_field_start;
 	sem.object_field_end = adyen_field_end;
 	sem.array_element_start = adyen_element_start;
 	sem.scalar = adyen_scalar;
-#if PG_VERSION_NUM >= 170000
-	lex = makeJsonLexContextCstringLen(NULL, payload.data, payload.len,
-									   GetDatabaseEncoding(), true);
-#else
-	lex = makeJsonLexContextCstringLen(unconstify(char *, payload.data),
-									   (int) payload.len,
-									   GetDatabaseEncoding(), true);
-#endif
-	return pg_parse_json(lex, &sem) == JSON_SUCCESS;
+	return json_parse_quietly(payload, &sem);
+}
+
+/* The search of json_member_string: one member of the root object */
+typedef struct MemberSearch
+{
+	int			depth;			/* first, for json_container_end */
+	const char *name;
+	bool		root_is_object;
+	bool		at_member;		/* the current value is the member sought */
+	int			count;			/* values of that name found */
+	char	   *text;			/* the last one, if a string */
+} MemberSearch;
+
+/*
+ * A container starts: one more level.  At the root, only an object will
+ * do; as the member sought, it is a value that is no string.
+ */
+static void
+member_enter(MemberSearch *m, bool is_object)
+{
+	if (m->depth == 0)
+		m->root_is_object = is_object;
+	else if (m->depth == 1 && m->at_member)
+	{
+		m->count++;
+		m->text = NULL;
+	}
+	m->depth++;
+}
+
+/* An object starts */
+static JSON_ACTION
+member_object_start(void *state)
+{
+	member_enter(state, true);
+	JSON_ACTION_DONE;
+}
+
+/* An array starts */
+static JSON_ACTION
+member_array_start(void *state)
+{
+	member_enter(state, false);
+	JSON_ACTION_DONE;
+}
+
+/* A member starts: is it, at the root, the one sought? */
+static JSON_ACTION
+member_field_start(void *state, char *fname, bool isnull)
+{
+	MemberSearch *m = state;
+
+	if (m->depth == 1)
+		m->at_member = strcmp(fname, m->name) == 0;
+	JSON_ACTION_DONE;
+}
+
+/* A scalar: kept if it is the member sought */
+static JSON_ACTION
+member_scalar(void *state, char *token, JsonTokenType type)
+{
+	MemberSearch *m = state;
+
+	if (m->depth == 1 && m->at_member)
+	{
+		m->count++;
+		m->text = type == JSON_TOKEN_STRING ? token : NULL;
+	}
+	JSON_ACTION_DONE;
+}
+
+/*
+ * The string value of member name of the root object of json: false,
+ * never an error, if json is not well formed, its root is not an object,
+ * or the member is absent, given twice or not a string
+ */
+bool
+json_member_string(Slice json, const char *name, Slice *value)
+{
+	MemberSearch m;
+	JsonSemAction sem;
+
+	memset(&m, 0, sizeof(m));
+	m.name = name;
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &m;
+	sem.object_start = member_object_start;
+	sem.object_end = json_container_end;
+	sem.array_start = member_array_start;
+	sem.array_end = json_container_end;
+	sem.object_field_start = member_field_start;
+	sem.scalar = member_scalar;
+	if (!json_parse_quietly(json, &sem) || !m.root_is_object || m.count != 1 ||
+		m.text == NULL)
+		return false;
+	value->data = m.text;
+	value->len = strlen(m.text);
+	return true;
 }
 
 /*
@@ -527,6 +639,35 @@ adyen_item(const AdyenParse *p)
 	if (item[ADYEN_SIGNATURE].kind != ADYEN_STRING)
 		return NULL;
 	return item;
+}
+
+/*
+ * The event id of an Adyen notification item: "pspReference:eventCode:
+ * success"; false, never an error, if the payload is no item or lacks one
+ * of the three
+ */
+bool
+adyen_event_id(Slice payload, Slice *id)
+{
+	static const AdyenField fields[] = {ADYEN_PSP_REFERENCE, ADYEN_EVENT_CODE, ADYEN_SUCCESS};
+	AdyenParse	parse;
+	const AdyenValue *item;
+	StringInfoData buf;
+
+	if (!adyen_parse(payload, &parse) || (item = adyen_item(&parse)) == NULL)
+		return false;
+	initStringInfo(&buf);
+	for (int i = 0; i < lengthof(fields); i++)
+	{
+		const char *text = item[fields[i]].text;
+
+		if (text == NULL || text[0] == '\0')
+			return false;
+		appendStringInfo(&buf, "%s%s", i > 0 ? ":" : "", text);
+	}
+	id->data = buf.data;
+	id->len = buf.len;
+	return true;
 }
 
 /*

@@ -27,13 +27,14 @@ webhook_is_first(IdemStore *st, IdemFetch fetched, TimestampTz *now)
 	return DatumGetTimestampTz(st->values[WEBHOOKS_EXPIRES_AT]) <= *now;
 }
 
-/* idem_webhook(source, event_id, ttl): true the first time, false for a duplicate */
-Datum
-idem_webhook(PG_FUNCTION_ARGS)
+/*
+ * Record a delivery of (source, event_id), kept for ttl: true the first
+ * time, false for a duplicate.  idem_webhook and idem_webhook_receive both
+ * record through here, with checked arguments.
+ */
+bool
+idem_webhook_record(text *source, text *event_id, const Interval *ttl)
 {
-	text	   *source = idem_arg_scope(fcinfo, 0, "source");
-	text	   *event_id = idem_arg_key(fcinfo, 1, "event_id");
-	Interval   *ttl = idem_arg_interval(fcinfo, 2, "ttl", idem_webhook_ttl_secs);
 	TimestampTz now = GetCurrentTimestamp();
 	Datum		values[WEBHOOKS_NATTS];
 	bool		nulls[WEBHOOKS_NATTS] = {false};
@@ -78,5 +79,16 @@ idem_webhook(PG_FUNCTION_ARGS)
 	idem_store_close(&st);
 
 	idem_stats_count(first ? IDEM_STAT_WEBHOOKS_NEW : IDEM_STAT_WEBHOOKS_DUPLICATE, 1);
-	PG_RETURN_BOOL(first);
+	return first;
+}
+
+/* idem_webhook(source, event_id, ttl): true the first time, false for a duplicate */
+Datum
+idem_webhook(PG_FUNCTION_ARGS)
+{
+	text	   *source = idem_arg_scope(fcinfo, 0, "source");
+	text	   *event_id = idem_arg_key(fcinfo, 1, "event_id");
+	Interval   *ttl = idem_arg_interval(fcinfo, 2, "ttl", idem_webhook_ttl_secs);
+
+	PG_RETURN_BOOL(idem_webhook_record(source, event_id, ttl));
 }

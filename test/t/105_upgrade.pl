@@ -75,7 +75,7 @@ SELECT string_agg(o || ' ' || coalesce(acl::text, 'default'), E'\n' ORDER BY o) 
 WHERE o NOT IN ('idem_wechatpay_decrypt(text,jsonb)', 'idem.stats_1_3()',
                 'idem_webhook_source_set(text,text,text[],interval,cidr[],interval)',
                 'idem_webhook_source_drop(text)', 'idem.webhook_sources',
-                'idem_webhook_sources')};
+                'idem_webhook_sources', 'idem_webhook_receive(text,text,jsonb,inet)')};
 
 my $keys_q = q{SELECT scope, key, state, token, attempt, encode(fingerprint, 'hex'),
        lease_until, checkpoint, checkpoint_data, response, created_at,
@@ -220,7 +220,7 @@ is( sql('up', $members_q),
 		'function idem.stats_1_3()',
 		'function idem_webhook_source_set(text,text,text[],interval,cidr[],interval)',
 		'function idem_webhook_source_drop(text)', 'table idem.webhook_sources',
-		'view idem_webhook_sources')),
+		'view idem_webhook_sources', 'function idem_webhook_receive(text,text,jsonb,inet)')),
 	'the update adds exactly idem_wechatpay_decrypt, idem.stats_1_3 and the webhook sources to the extension');
 is( sql('up', q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
                 WHERE attrelid = 'idem_stats'::regclass AND attnum > 0}),
@@ -239,15 +239,18 @@ is( sql('up', q{SELECT has_function_privilege('public', 'idem_wechatpay_decrypt(
 	'f', 'PUBLIC cannot execute idem_wechatpay_decrypt');
 is( sql('up', q{SELECT has_function_privilege('public', 'idem_webhook_source_set(text, text, text[], interval, cidr[], interval)', 'EXECUTE'),
                        has_function_privilege('public', 'idem_webhook_source_drop(text)', 'EXECUTE'),
+                       has_function_privilege('public', 'idem_webhook_receive(text, text, jsonb, inet)', 'EXECUTE'),
                        has_table_privilege('public', 'idem_webhook_sources', 'SELECT'),
                        has_table_privilege('public', 'idem.webhook_sources', 'SELECT')}),
-	'f|f|f|f', 'PUBLIC can use none of the webhook sources');
+	'f|f|f|f|f', 'PUBLIC can use none of the webhook sources');
 is( sql('up', q{SELECT cfg::regclass FROM pg_extension, unnest(extconfig) AS cfg
                 WHERE extname = 'idem' AND cfg = 'idem.webhook_sources'::regclass}),
 	'idem.webhook_sources', 'the sources table is a configuration table: pg_dump keeps its rows');
 sql('up', q{SELECT idem_webhook_source_set('gh', 'github', '{s1}')});
 is( sql('up', q{SELECT source, scheme, secret_count FROM idem_webhook_sources}),
 	'gh|github|1', 'after the update a source can be set and read back without its secret');
+is( sql('up', q{SELECT status, reason FROM idem_webhook_receive('gh', 'p', '{}')}),
+	'rejected|signature', 'and deliveries of it received');
 is( $node->safe_psql(
 		'up', q{SELECT idem_webhook('stripe', 'evt_13'), idem_webhook_verify('stripe', 'k', 'p', '{}')},
 		extra_params => [ '-U', 'app' ]),
