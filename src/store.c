@@ -483,6 +483,12 @@ idem_store_open(IdemStore *st, IdemTable which, bool write)
 
 	store_resolve();
 	if (!OidIsValid(oids.heap[which]))
+	{
+		/* created since it was looked up: ALTER EXTENSION UPDATE, here or elsewhere */
+		oids.valid = false;
+		store_resolve();
+	}
+	if (!OidIsValid(oids.heap[which]))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("relation \"idem.%s\" does not exist", heap_names[which]),

@@ -284,7 +284,17 @@ GRANT EXECUTE ON FUNCTION idem_claim(text, bytea, text, interval, interval, bool
                           idem_webhook_verify(text, text, text, jsonb, interval) TO app;
 });
 	my ($rows, $acls) = (rows_of($db), sql($db, $acls_q));
-	sql($db, 'ALTER EXTENSION idem UPDATE');
+	# one session: idem's tables looked up before the update, the sources
+	# table used after it
+	is( sql($db, q{
+SELECT idem_webhook('stripe', 'evt-before') AS looked_up;
+ALTER EXTENSION idem UPDATE;
+SELECT idem_webhook_source_set('gh', 'github', '{s1}');
+SELECT source FROM idem_webhook_sources;
+SELECT idem_webhook_source_drop('gh');
+DELETE FROM idem.webhooks WHERE event_id = 'evt-before';
+}),
+		"t\n\ngh\nt", "$from to 1.3: the session that updated uses the sources table at once");
 	is(sql($db, $version_q), '1.3', "$from updates to 1.3 in one ALTER EXTENSION");
 	is(rows_of($db), $rows, "$from to 1.3 keeps every key, webhook record and the token sequence");
 	# the privileges of the objects that were there before the update
