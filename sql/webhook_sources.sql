@@ -349,6 +349,25 @@ SELECT status FROM idem_webhook_receive('r-github', :'gh_payload',
 BEGIN READ ONLY;
 SELECT pg_temp.err($$SELECT idem_webhook_receive('r-github', 'p', '{}')$$);
 ROLLBACK;
+-- secrets from a table, where the array is toasted, and from a PL/pgSQL
+-- variable, where it is an expanded array: stored flat, read back whole
+CREATE TEMP TABLE big_secrets AS
+SELECT array_agg(repeat(md5(i::text), 100) ORDER BY i) || ARRAY[:'gh_secret'] AS s
+FROM generate_series(1, 50) i;
+SELECT pg_column_size(s) > 2000 AS large FROM big_secrets;
+SELECT idem_webhook_source_set('r-big', 'github', s) FROM big_secrets;
+DO $$
+DECLARE
+    a text[] := ARRAY['first'];
+BEGIN
+    a[2] := 'It''s a Secret to Everybody';
+    PERFORM idem_webhook_source_set('r-expanded', 'github', a);
+END $$;
+SELECT source, secret_count FROM idem_webhook_sources
+WHERE source IN ('r-big', 'r-expanded') ORDER BY 1;
+SELECT w.source, (idem_webhook_receive(w.source, :'gh_payload', :'gh_headers')).status
+FROM (VALUES ('r-big'), ('r-expanded')) AS w(source) ORDER BY 1;
+
 -- clean up
 SELECT count(*) AS dropped FROM idem_webhook_sources WHERE idem_webhook_source_drop(source);
 DELETE FROM idem.webhooks WHERE source LIKE 'r-%';

@@ -129,9 +129,11 @@ idem_webhook_source_set(PG_FUNCTION_ARGS)
 
 	values[SOURCES_SOURCE] = PointerGetDatum(source);
 	values[SOURCES_SCHEME] = CStringGetTextDatum(scheme->name);
-	values[SOURCES_SECRETS] = PG_GETARG_DATUM(2);
+	/* the arrays flat and detoasted, as the row holds them */
+	values[SOURCES_SECRETS] = PointerGetDatum(PG_GETARG_ARRAYTYPE_P(2));
 	values[SOURCES_TOLERANCE] = IntervalPGetDatum(tolerance);
-	values[SOURCES_ALLOWED_IPS] = PG_ARGISNULL(4) ? (Datum) 0 : PG_GETARG_DATUM(4);
+	values[SOURCES_ALLOWED_IPS] = PG_ARGISNULL(4) ? (Datum) 0 :
+		PointerGetDatum(PG_GETARG_ARRAYTYPE_P(4));
 	nulls[SOURCES_ALLOWED_IPS] = PG_ARGISNULL(4);
 	values[SOURCES_TTL] = PG_ARGISNULL(5) ? (Datum) 0 : PG_GETARG_DATUM(5);
 	nulls[SOURCES_TTL] = PG_ARGISNULL(5);
