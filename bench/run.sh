@@ -85,6 +85,8 @@ replay_plpgsql       replay_plpgsql.sql  off replay
 replay_select        replay_select.sql   off replay
 webhook_idem         webhook_idem.sql    off webhook
 webhook_plpgsql      webhook_plpgsql.sql off webhook
+receive_idem         receive_idem.sql    off receive
+receive_app          receive_app.sql     off receive
 "
 
 log() { echo "bench: $*" >&2; }
@@ -156,6 +158,15 @@ load_idem replay "
 		END LOOP;
 	END \$\$;"
 load_idem webhook "SELECT count(idem_webhook('stripe', i::text)) FROM generate_series(1, $KEYS) i;"
+# Signed Stripe deliveries (the scripts sign them with pgcrypto): the source 'recv' for
+# idem_webhook_receive, the same secret passed by receive_app, which records
+# under 'recv_app'.  Each has the ids evt_1 .. evt_$KEYS seen before.
+load_idem receive "
+	CREATE EXTENSION pgcrypto;
+	SELECT idem_webhook_source_set('recv', 'stripe', ARRAY['whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH'],
+		allowed_ips => ARRAY['192.0.2.0/24', '198.51.100.0/24']::cidr[]);
+	SELECT count(idem_webhook('recv', 'evt_' || i)), count(idem_webhook('recv_app', 'evt_' || i))
+	FROM generate_series(1, $KEYS) i;"
 $PSQL -d bench -c "VACUUM ANALYZE" -c "CHECKPOINT"
 
 # --- runs --------------------------------------------------------------------
@@ -179,7 +190,7 @@ while read -r name script sync group; do
 	if [ -n "$ONLY" ] && ! [[ $name =~ $ONLY ]]; then
 		continue
 	fi
-	if [[ $name == *idem* ]] && [ -n "${IDEM_MISSING[$group]:-}" ]; then
+	if [[ $name == *idem* || $group == receive ]] && [ -n "${IDEM_MISSING[$group]:-}" ]; then
 		SKIP[$name]="loading its data failed: ${IDEM_MISSING[$group]}"
 	elif ! run_variant "$script" "$sync" -c 1 -j 1 -t 1; then
 		SKIP[$name]=$(grep -m1 -E 'ERROR|error' "$BENCH_DIR/last.out" | sed 's/.*ERROR: *//' || true)
@@ -290,7 +301,9 @@ CHECKS=$($PSQL -d bench -At -F ' | ' -c "
 		SELECT 'idem' AS variant, state FROM idem.keys
 		UNION ALL SELECT 'plpgsql', state FROM plpgsql_idem.keys
 		UNION ALL SELECT 'bare', state FROM bare.keys
-		UNION ALL SELECT 'webhook_idem', 'completed' FROM idem.webhooks
+		UNION ALL SELECT 'webhook_idem', 'completed' FROM idem.webhooks WHERE source = 'stripe'
+		UNION ALL SELECT 'receive_idem', 'completed' FROM idem.webhooks WHERE source = 'recv'
+		UNION ALL SELECT 'receive_app', 'completed' FROM idem.webhooks WHERE source = 'recv_app'
 		UNION ALL SELECT 'webhook_plpgsql', 'completed' FROM plpgsql_idem.webhooks
 	), kc AS (
 		SELECT variant, count(*) FILTER (WHERE state = 'completed') - $KEYS AS done,
@@ -428,6 +441,7 @@ noise_note() {
 		replay_idem replay_plpgsql 1.2
 		replay_idem replay_select -
 		webhook_idem webhook_plpgsql 1.1
+		receive_idem receive_app 1.0
 	EOF
 	echo
 	echo "Checks: every committed transaction completed its key (or recorded its"
