@@ -144,28 +144,6 @@ claim_arg_fingerprint(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * Build idem_claim's result row.  Its descriptor is built once per call
- * site and kept in fn_extra: building it reads the catalog every time.
- */
-static Datum
-claim_result(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
-{
-	TupleDesc	tupdesc = (TupleDesc) fcinfo->flinfo->fn_extra;
-
-	if (tupdesc == NULL)
-	{
-		MemoryContext oldcontext = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-
-		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type must be a row type");
-		tupdesc = BlessTupleDesc(tupdesc);
-		fcinfo->flinfo->fn_extra = tupdesc;
-		MemoryContextSwitchTo(oldcontext);
-	}
-	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
-}
-
-/*
  * Let st hold a pending claim's row, built in values and nulls, as if it
  * had been read: the calls that need the row use it without writing it.
  */
@@ -438,7 +416,7 @@ idem_claim(PG_FUNCTION_ARGS)
 	if (locked && !keep_lock)
 		idem_store_unlock(IDEM_KEYS, scope, key);
 	idem_stats_count(counted, 1);
-	PG_RETURN_DATUM(claim_result(fcinfo, out, outnulls));
+	PG_RETURN_DATUM(idem_result_row(fcinfo, out, outnulls));
 }
 
 /* The arguments idem_complete, idem_fail and idem_checkpoint share */

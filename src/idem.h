@@ -33,7 +33,7 @@ extern int	idem_purge_interval_secs;
 extern int	idem_purge_batch_size;
 extern char *idem_database;
 
-/* Input checks shared by the SQL entry points (input.c) */
+/* Input checks and the result row shared by the SQL entry points (input.c) */
 extern text *idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what);
 extern text *idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what);
 extern Interval *idem_arg_interval(FunctionCallInfo fcinfo, int argno,
@@ -41,6 +41,7 @@ extern Interval *idem_arg_interval(FunctionCallInfo fcinfo, int argno,
 extern TimestampTz idem_after(TimestampTz from, const Interval *iv, const char *what);
 extern void idem_check_json_size(Datum jsonb, const char *what);
 extern void idem_check_writable(const char *fname);
+extern Datum idem_result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 
 /* Webhook deliveries (webhook.c) */
 extern bool idem_webhook_record(text *source, text *event_id, const Interval *ttl);

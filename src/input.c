@@ -3,12 +3,13 @@
  *		Checks of the arguments every SQL entry point shares.
  *
  * Each check runs before anything is locked or written, so a call that
- * errors here has written nothing.
+ * errors here has written nothing.  And the result row they build.
  */
 #include "postgres.h"
 
 #include "access/detoast.h"
 #include "common/int.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/fmgrprotos.h"
 
@@ -148,4 +149,27 @@ idem_check_json_size(Datum jsonb, const char *what)
 				 errmsg("%s is too large", what),
 				 errdetail("It is %zu bytes; idem.max_response_size is %d kB.",
 						   size, idem_max_response_kb)));
+}
+
+/*
+ * A row of the function's composite result.  Its descriptor is built once
+ * per call site and kept in fn_extra: building it reads the catalog, which
+ * would cost more than many a call's own work.
+ */
+Datum
+idem_result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+{
+	TupleDesc	tupdesc = (TupleDesc) fcinfo->flinfo->fn_extra;
+
+	if (tupdesc == NULL)
+	{
+		MemoryContext oldcontext = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+
+		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type must be a row type");
+		tupdesc = BlessTupleDesc(tupdesc);
+		fcinfo->flinfo->fn_extra = tupdesc;
+		MemoryContextSwitchTo(oldcontext);
+	}
+	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
 }

@@ -233,18 +233,15 @@ static Datum
 receive_answer(FunctionCallInfo fcinfo, const char *status, text *event_id,
 			   const char *reason)
 {
-	TupleDesc	tupdesc;
 	Datum		values[3];
 	bool		nulls[3] = {false, false, false};
 
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
 	values[0] = CStringGetTextDatum(status);
 	values[1] = PointerGetDatum(event_id);
 	nulls[1] = event_id == NULL;
 	values[2] = reason != NULL ? CStringGetTextDatum(reason) : (Datum) 0;
 	nulls[2] = reason == NULL;
-	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
+	return idem_result_row(fcinfo, values, nulls);
 }
 
 /* A rejection: counted, nothing written */
