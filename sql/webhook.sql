@@ -26,45 +26,44 @@ CREATE TABLE orders (
     refunded_at timestamptz
 );
 
--- the handler of doc/webhooks.md, with its secrets table
-CREATE TABLE webhook_secrets (
-    source text NOT NULL,
-    secret text NOT NULL,
-    PRIMARY KEY (source, secret)
-);
-REVOKE ALL ON webhook_secrets FROM PUBLIC;
+-- the source and the handler of doc/webhooks.md; the source's addresses
+-- are documentation ranges, as in the doc
+SELECT idem_webhook_source_set(
+    'stripe', 'stripe', ARRAY['whsec_regress_webhook_secret'],
+    tolerance   => '5 minutes',
+    allowed_ips => ARRAY['192.0.2.0/24', '198.51.100.0/24']::cidr[],
+    ttl         => '30 days');
 
--- Handle one Stripe delivery: verify, deduplicate, apply.  Returns the HTTP
+-- Handle one Stripe delivery: check, record, apply.  Returns the HTTP
 -- status to answer and what happened.  Call it in its own transaction and
 -- COMMIT whatever it returns.
-CREATE FUNCTION handle_stripe_webhook(payload text, headers jsonb,
+CREATE FUNCTION handle_stripe_webhook(payload text, headers jsonb, client_ip inet,
                                       OUT http_status int, OUT outcome text)
 LANGUAGE plpgsql AS $$
 DECLARE
+    delivery record;
     event    jsonb;
     order_id bigint;
     moved    bigint;
 BEGIN
-    -- 1. Genuine?  A bad signature is false, never an error.
-    IF NOT EXISTS (SELECT FROM webhook_secrets s
-                   WHERE s.source = 'stripe'
-                     AND idem_webhook_verify('stripe', s.secret, payload, headers)) THEN
-        http_status := 400; outcome := 'bad_signature';
-        RETURN;
-    END IF;
-    event := payload::jsonb;
-    order_id := (event #>> '{data,object,metadata,order_id}')::bigint;
-
     -- A block with an EXCEPTION clause runs in a savepoint: an event that
     -- came too early is taken back whole, its delivery record included.
     BEGIN
-        -- 2. New?  A duplicate was handled by the delivery that recorded it.
-        IF NOT idem_webhook('stripe', event->>'id') THEN
+        -- 1. Genuine, from Stripe's addresses, and new?  A rejected delivery
+        --    wrote nothing; a duplicate was handled by the delivery that
+        --    recorded it.
+        SELECT * INTO delivery FROM idem_webhook_receive('stripe', payload, headers, client_ip);
+        IF delivery.status = 'rejected' THEN
+            http_status := 400; outcome := 'rejected: ' || delivery.reason;
+            RETURN;
+        ELSIF delivery.status = 'duplicate' THEN
             http_status := 200; outcome := 'duplicate';
             RETURN;
         END IF;
+        event := payload::jsonb;
+        order_id := (event #>> '{data,object,metadata,order_id}')::bigint;
 
-        -- 3. Apply: move the order forward only from the state the event expects.
+        -- 2. Apply: move the order forward only from the state the event expects.
         CASE event->>'type'
         WHEN 'payment_intent.succeeded' THEN
             UPDATE orders SET status = 'paid', paid_at = now()
@@ -109,7 +108,6 @@ END $$;
 CREATE TRIGGER order_status_log AFTER UPDATE ON orders
     FOR EACH ROW EXECUTE FUNCTION log_order_status();
 
-INSERT INTO webhook_secrets VALUES ('stripe', 'whsec_regress_webhook_secret');
 INSERT INTO orders (id, amount, currency) VALUES
     (42, 100, 'USD'), (43, 25, 'EUR'), (44, 10, 'USD'), (45, 70, 'GBP');
 
@@ -130,7 +128,7 @@ CREATE FUNCTION pg_temp.event(id text, type text, order_id bigint) RETURNS text 
 $$;
 -- one delivery: the app's transaction around the handler (autocommit here)
 CREATE FUNCTION pg_temp.deliver(payload text) RETURNS text LANGUAGE sql AS $$
-  SELECT http_status || ' ' || outcome FROM handle_stripe_webhook(payload, pg_temp.sign(payload))
+  SELECT http_status || ' ' || outcome FROM handle_stripe_webhook(payload, pg_temp.sign(payload), '192.0.2.10')
 $$;
 
 --
@@ -172,10 +170,16 @@ SELECT order_id, count(*) AS payments, sum(amount) AS booked FROM order_payments
 -- a forged delivery (wrong secret) is refused and records nothing
 SELECT pg_temp.event('evt_regress_forged', 'charge.refunded', 42) AS forged \gset
 SELECT http_status, outcome
-FROM handle_stripe_webhook(:'forged', pg_temp.sign(:'forged', 'whsec_not_the_secret'));
+FROM handle_stripe_webhook(:'forged', pg_temp.sign(:'forged', 'whsec_not_the_secret'), '192.0.2.10');
 -- so is a tampered body with a genuine signature
 SELECT http_status, outcome
-FROM handle_stripe_webhook(replace(:'paid_42', '42', '43'), pg_temp.sign(:'paid_42'));
+FROM handle_stripe_webhook(replace(:'paid_42', '42', '43'), pg_temp.sign(:'paid_42'), '192.0.2.10');
+-- so is a genuine delivery from an address the source does not allow, or
+-- from a proxy's address (an IPv4 client seen as IPv6 included)
+SELECT http_status, outcome
+FROM handle_stripe_webhook(:'forged', pg_temp.sign(:'forged'), '203.0.113.7');
+SELECT http_status, outcome
+FROM handle_stripe_webhook(:'forged', pg_temp.sign(:'forged'), '::ffff:192.0.2.10');
 SELECT count(*) AS forged_records FROM idem.webhooks WHERE event_id = 'evt_regress_forged';
 SELECT status FROM orders WHERE id = 42;
 
@@ -289,6 +293,7 @@ RESET search_path;
 SET client_min_messages = warning;
 DROP SCHEMA regress_webhook CASCADE;
 RESET client_min_messages;
+SELECT idem_webhook_source_drop('stripe');
 DELETE FROM idem.webhooks
 WHERE event_id LIKE 'evt\_regress\_%' OR source LIKE 'regress%'
    OR (source = '' AND event_id = 'evt-1');

@@ -278,16 +278,11 @@ SELECT idem_webhook_verify('unionpay', :'unionpay_middle', NULL, NULL);
 --
 -- The handlers of doc/webhooks.md
 --
--- Keep in sync with doc/webhooks.md: the helper and the two handlers.
-CREATE TABLE webhook_secrets (
-    source text NOT NULL,
-    secret text NOT NULL,
-    PRIMARY KEY (source, secret)
-);
-
+-- Keep in sync with doc/webhooks.md: the helper and the two handlers.  The
+-- sources' addresses are documentation ranges, as in the doc.
 -- The value of a parameter of a form body, decoded ("+" is a space, %XX a
 -- byte, the bytes UTF-8); NULL when it is absent or empty.  Only for a body
--- idem_webhook_verify accepted (so no parameter is there twice).
+-- whose signature verifies (so no parameter is there twice).
 CREATE FUNCTION form_value(body text, name text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT AS $$
     SELECT convert_from(string_agg(CASE WHEN t[1] LIKE '\%%' THEN decode(substr(t[1], 2), 'hex')
@@ -309,35 +304,39 @@ CREATE TABLE alipay_orders (
 );
 
 -- Handle one Alipay asynchronous notification (the POST to notify_url):
--- verify, deduplicate, apply.  Returns the HTTP status and the body to
--- answer (Alipay resends until it reads "success"), and what happened.
--- Call it in its own transaction and COMMIT whatever it returns.
-CREATE FUNCTION handle_alipay_notify(body text, OUT http_status int, OUT answer text,
+-- check, record, apply.  Returns the HTTP status and the body to answer
+-- (Alipay resends until it reads "success"), and what happened.  Call it
+-- in its own transaction and COMMIT whatever it returns.
+CREATE FUNCTION handle_alipay_notify(body text, client_ip inet,
+                                     OUT http_status int, OUT answer text,
                                      OUT outcome text)
 LANGUAGE plpgsql AS $$
 DECLARE
     my_app_id constant text := '2021000000000001';    -- your application's APPID
     order_no  text := form_value(body, 'out_trade_no');
+    delivery  record;
     moved     bigint;
 BEGIN
-    -- 1. Genuine, and for this application?
-    IF NOT EXISTS (SELECT FROM webhook_secrets s
-                   WHERE s.source = 'alipay'
-                     AND idem_webhook_verify('alipay', s.secret, body, '{}')) THEN
-        http_status := 400; answer := 'failure'; outcome := 'bad_signature';
-        RETURN;
-    END IF;
-    IF form_value(body, 'app_id') IS DISTINCT FROM my_app_id
-       OR form_value(body, 'notify_id') IS NULL THEN
+    -- a savepoint: a notification for another application is taken back
+    BEGIN
+        -- 1. Genuine, and new?  notify_id stays the same on every resend.
+        SELECT * INTO delivery FROM idem_webhook_receive('alipay', body, '{}', client_ip);
+        IF delivery.status = 'rejected' THEN
+            http_status := 400; answer := 'failure'; outcome := 'rejected: ' || delivery.reason;
+            RETURN;
+        END IF;
+        -- 2. For this application?
+        IF form_value(body, 'app_id') IS DISTINCT FROM my_app_id THEN
+            RAISE EXCEPTION 'notification for another application' USING ERRCODE = 'WH400';
+        END IF;
+        IF delivery.status = 'duplicate' THEN
+            http_status := 200; answer := 'success'; outcome := 'duplicate';
+            RETURN;
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'WH400' THEN
         http_status := 400; answer := 'failure'; outcome := 'not_ours';
         RETURN;
-    END IF;
-
-    -- 2. New?  notify_id stays the same on every resend of a notification.
-    IF NOT idem_webhook('alipay', form_value(body, 'notify_id')) THEN
-        http_status := 200; answer := 'success'; outcome := 'duplicate';
-        RETURN;
-    END IF;
+    END;
 
     -- 3. Apply: only from WAIT_BUYER_PAY, and only for the order's amount.
     CASE form_value(body, 'trade_status')
@@ -374,36 +373,40 @@ CREATE TABLE unionpay_orders (
     paid_at   timestamptz
 );
 
--- Handle one UnionPay backend notification (the POST to backUrl): verify,
--- deduplicate, apply.  Returns the HTTP status to answer (UnionPay resends
--- until it gets 200) with a body, and what happened.  Call it in its own
+-- Handle one UnionPay backend notification (the POST to backUrl): check,
+-- record, apply.  Returns the HTTP status to answer (UnionPay resends until
+-- it gets 200) with a body, and what happened.  Call it in its own
 -- transaction and COMMIT whatever it returns.
-CREATE FUNCTION handle_unionpay_notify(body text, OUT http_status int, OUT answer text,
+CREATE FUNCTION handle_unionpay_notify(body text, client_ip inet,
+                                       OUT http_status int, OUT answer text,
                                        OUT outcome text)
 LANGUAGE plpgsql AS $$
 DECLARE
     my_mer_id constant text := '777290058110048';     -- your merchant number (merId)
     order_no  text := form_value(body, 'orderId');
+    delivery  record;
     moved     bigint;
 BEGIN
-    -- 1. Genuine, and for this merchant?
-    IF NOT EXISTS (SELECT FROM webhook_secrets s
-                   WHERE s.source = 'unionpay'
-                     AND idem_webhook_verify('unionpay', s.secret, body, '{}')) THEN
-        http_status := 400; answer := 'bad signature'; outcome := 'bad_signature';
-        RETURN;
-    END IF;
-    IF form_value(body, 'merId') IS DISTINCT FROM my_mer_id
-       OR form_value(body, 'queryId') IS NULL THEN
+    -- a savepoint: a notification for another merchant is taken back
+    BEGIN
+        -- 1. Genuine, and new?  queryId stays the same on every resend.
+        SELECT * INTO delivery FROM idem_webhook_receive('unionpay', body, '{}', client_ip);
+        IF delivery.status = 'rejected' THEN
+            http_status := 400; answer := 'rejected'; outcome := 'rejected: ' || delivery.reason;
+            RETURN;
+        END IF;
+        -- 2. For this merchant?
+        IF form_value(body, 'merId') IS DISTINCT FROM my_mer_id THEN
+            RAISE EXCEPTION 'notification for another merchant' USING ERRCODE = 'WH400';
+        END IF;
+        IF delivery.status = 'duplicate' THEN
+            http_status := 200; answer := 'ok'; outcome := 'duplicate';
+            RETURN;
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'WH400' THEN
         http_status := 400; answer := 'not ours'; outcome := 'not_ours';
         RETURN;
-    END IF;
-
-    -- 2. New?  queryId stays the same on every resend of a notification.
-    IF NOT idem_webhook('unionpay', form_value(body, 'queryId')) THEN
-        http_status := 200; answer := 'ok'; outcome := 'duplicate';
-        RETURN;
-    END IF;
+    END;
 
     -- 3. Apply a consumption (txnType 01) that succeeded (respCode 00, or
     -- A6: succeeded with a minor discrepancy): only from pending, and only
@@ -430,9 +433,12 @@ BEGIN
 END
 $$;
 
-INSERT INTO webhook_secrets VALUES
-  ('alipay', :'alipay_key_other'), ('alipay', :'alipay_key_b64'),
-  ('unionpay', :'unionpay_root' || :'unionpay_middle');
+SELECT idem_webhook_source_set(
+    'alipay', 'alipay', ARRAY[:'alipay_key_other', :'alipay_key_b64'],
+    allowed_ips => ARRAY['192.0.2.0/24', '198.51.100.0/24']::cidr[]);
+SELECT idem_webhook_source_set(
+    'unionpay', 'unionpay', ARRAY[:'unionpay_root' || :'unionpay_middle'],
+    allowed_ips => ARRAY['203.0.113.0/24']::cidr[]);
 INSERT INTO alipay_orders (out_trade_no, total_amount) VALUES ('20240115000001', 88.88), ('20240115000002', 10);
 INSERT INTO unionpay_orders (order_id, txn_amt) VALUES ('20240115000001', 8888);
 
@@ -443,14 +449,16 @@ SELECT form_value(:'alipay_form', 'notify_id') AS notify_id, form_value(:'alipay
 
 -- Alipay: a forgery, then one notification delivered three times (the
 -- legacy RSA copy carries the same notify_id), each in its own transaction
-SELECT * FROM handle_alipay_notify(replace(:'alipay_form', 'total_amount=88.88', 'total_amount=0.01'));
-SELECT * FROM handle_alipay_notify(:'alipay_form');
-SELECT * FROM handle_alipay_notify(:'alipay_form');
-SELECT * FROM handle_alipay_notify(:'alipay_form_rsa');
--- genuine, but for another application of the account
-SELECT * FROM handle_alipay_notify(:'alipay_form_other_app');
+SELECT * FROM handle_alipay_notify(replace(:'alipay_form', 'total_amount=88.88', 'total_amount=0.01'), '192.0.2.10');
+SELECT * FROM handle_alipay_notify(:'alipay_form', '192.0.2.10');
+SELECT * FROM handle_alipay_notify(:'alipay_form', '192.0.2.10');
+SELECT * FROM handle_alipay_notify(:'alipay_form_rsa', '192.0.2.10');
+-- genuine, but from an address the source does not allow
+SELECT * FROM handle_alipay_notify(:'alipay_form', '203.0.113.10');
+-- genuine, but for another application of the account: taken back
+SELECT * FROM handle_alipay_notify(:'alipay_form_other_app', '192.0.2.10');
 -- an order left unpaid is closed
-SELECT * FROM handle_alipay_notify(:'alipay_form_closed');
+SELECT * FROM handle_alipay_notify(:'alipay_form_closed', '192.0.2.10');
 SELECT out_trade_no, total_amount, status, trade_no, paid_at IS NOT NULL AS paid FROM alipay_orders ORDER BY 1;
 SELECT source, event_id FROM idem.webhooks WHERE source = 'alipay' ORDER BY 2;
 
@@ -459,20 +467,22 @@ SELECT source, event_id FROM idem.webhooks WHERE source = 'alipay' ORDER BY 2;
 BEGIN;
 DELETE FROM idem.webhooks WHERE source = 'alipay';
 UPDATE alipay_orders SET status = 'WAIT_BUYER_PAY', total_amount = 99.00 WHERE out_trade_no = '20240115000001';
-SELECT * FROM handle_alipay_notify(:'alipay_form');
+SELECT * FROM handle_alipay_notify(:'alipay_form', '192.0.2.10');
 DELETE FROM idem.webhooks WHERE source = 'alipay';
 UPDATE alipay_orders SET status = 'paid', total_amount = 88.88 WHERE out_trade_no = '20240115000001';
-SELECT * FROM handle_alipay_notify(:'alipay_form');
+SELECT * FROM handle_alipay_notify(:'alipay_form', '192.0.2.10');
 DELETE FROM idem.webhooks WHERE source = 'alipay';
 DELETE FROM alipay_orders;
-SELECT * FROM handle_alipay_notify(:'alipay_form');
+SELECT * FROM handle_alipay_notify(:'alipay_form', '192.0.2.10');
 ROLLBACK;
 
 -- UnionPay: a forgery, an expired certificate, then one notification three times
-SELECT * FROM handle_unionpay_notify(replace(:'unionpay_form', 'txnAmt=8888', 'txnAmt=1'));
-SELECT * FROM handle_unionpay_notify(:'unionpay_form_expired');
-SELECT * FROM handle_unionpay_notify(:'unionpay_form');
-SELECT * FROM handle_unionpay_notify(:'unionpay_form');
-SELECT * FROM handle_unionpay_notify(:'unionpay_form');
+SELECT * FROM handle_unionpay_notify(replace(:'unionpay_form', 'txnAmt=8888', 'txnAmt=1'), '203.0.113.10');
+SELECT * FROM handle_unionpay_notify(:'unionpay_form_expired', '203.0.113.10');
+SELECT * FROM handle_unionpay_notify(:'unionpay_form', '203.0.113.10');
+SELECT * FROM handle_unionpay_notify(:'unionpay_form', '203.0.113.10');
+SELECT * FROM handle_unionpay_notify(:'unionpay_form', '203.0.113.10');
 SELECT order_id, txn_amt, status, query_id, paid_at IS NOT NULL AS paid FROM unionpay_orders;
 SELECT source, event_id FROM idem.webhooks WHERE source = 'unionpay';
+SELECT idem_webhook_source_drop('alipay') AS alipay_dropped,
+       idem_webhook_source_drop('unionpay') AS unionpay_dropped;

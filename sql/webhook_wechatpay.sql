@@ -422,10 +422,17 @@ SELECT idem_wechatpay_decrypt('short', NULL);
 SELECT provolatile, proparallel, proisstrict FROM pg_proc WHERE proname = 'idem_wechatpay_decrypt';
 
 --
--- The handler of doc/webhooks.md (copied verbatim), with the test
--- notification.  Its timestamp is from 2023: the deliveries skip the time
--- check with tolerance NULL.
+-- The source and the handler of doc/webhooks.md (copied verbatim), with
+-- the test notification.  Its timestamp is from 2023: the source is set
+-- with the default tolerance to see it refused, then with a tolerance that
+-- reaches back to it for the deliveries.  The addresses are documentation
+-- ranges, as in the doc.
 --
+SELECT idem_webhook_source_set(
+    'wechatpay', 'wechatpay', ARRAY[:'cert_a' || :'pub_secret'],
+    tolerance   => '5 minutes',
+    allowed_ips => ARRAY['192.0.2.0/24', '198.51.100.0/24']::cidr[]);
+
 CREATE TABLE wechatpay_orders (
     out_trade_no   text PRIMARY KEY,
     mchid          text NOT NULL,
@@ -438,62 +445,66 @@ CREATE TABLE wechatpay_orders (
     paid_at        timestamptz
 );
 
--- What checks and opens the notifications: WeChat Pay's platform
--- certificates or public key (PEM; several while they are rotated) and
--- the merchant's APIv3 key.  One row.
+-- The merchant's number and APIv3 key, which opens the notifications.
+-- One row.
 CREATE TABLE wechatpay_settings (
     mchid         text PRIMARY KEY,
-    platform_keys text NOT NULL,
     api_v3_key    text NOT NULL
 );
 REVOKE ALL ON wechatpay_settings FROM PUBLIC;
 
--- Handle one WeChat Pay notification: verify, decrypt, deduplicate,
--- apply.  Returns the HTTP status to answer, the body to answer with (NULL:
--- none) and what happened.  Call it in its own transaction and COMMIT
--- whatever it returns.  tolerance is for tests and stored deliveries.
-CREATE FUNCTION handle_wechatpay_notification(payload text, headers jsonb,
-                                              tolerance interval DEFAULT '5 minutes',
+-- Handle one WeChat Pay notification: check, record, decrypt, apply.
+-- Returns the HTTP status to answer, the body to answer with (NULL: none)
+-- and what happened.  Call it in its own transaction and COMMIT whatever
+-- it returns.
+CREATE FUNCTION handle_wechatpay_notification(payload text, headers jsonb, client_ip inet,
                                               OUT http_status int, OUT answer jsonb,
                                               OUT outcome text)
 LANGUAGE plpgsql AS $$
 DECLARE
-    cfg    wechatpay_settings;
-    notice jsonb;
-    tx     jsonb;
-    moved  bigint;
+    cfg      wechatpay_settings;
+    delivery record;
+    notice   jsonb;
+    tx       jsonb;
+    moved    bigint;
 BEGIN
     SELECT * INTO STRICT cfg FROM wechatpay_settings;
 
-    -- 1. Genuine?  A bad signature, WeChat Pay's probes included, is false,
-    --    never an error.
-    IF NOT idem_webhook_verify('wechatpay', cfg.platform_keys, payload, headers, tolerance) THEN
-        http_status := 401; outcome := 'bad_signature';
-        answer := '{"code": "FAIL", "message": "bad signature"}';
-        RETURN;
-    END IF;
-    notice := payload::jsonb;
+    -- a savepoint: a notification whose resource does not decrypt is
+    -- taken back, and WeChat Pay delivers it again
+    BEGIN
+        -- 1. Genuine, and new?  A bad signature, WeChat Pay's probes
+        --    included, is rejected, never an error.  The notification's id
+        --    is the same on every retry.
+        SELECT * INTO delivery FROM idem_webhook_receive('wechatpay', payload, headers, client_ip);
+        IF delivery.status = 'rejected' THEN
+            http_status := 401; outcome := 'rejected: ' || delivery.reason;
+            answer := '{"code": "FAIL", "message": "rejected"}';
+            RETURN;
+        ELSIF delivery.status = 'duplicate' THEN
+            http_status := 200; outcome := 'duplicate';
+            RETURN;
+        END IF;
+        notice := payload::jsonb;
 
-    -- 2. Open the resource: NULL unless it authenticates under the APIv3 key.
-    tx := idem_wechatpay_decrypt(cfg.api_v3_key, notice->'resource');
-    IF tx IS NULL THEN
+        -- 2. Open the resource: NULL unless it authenticates under the APIv3 key.
+        tx := idem_wechatpay_decrypt(cfg.api_v3_key, notice->'resource');
+        IF tx IS NULL THEN
+            RAISE EXCEPTION 'resource does not decrypt' USING ERRCODE = 'WH400';
+        END IF;
+    EXCEPTION WHEN SQLSTATE 'WH400' THEN
         http_status := 400; outcome := 'undecryptable';
         answer := '{"code": "FAIL", "message": "resource does not decrypt"}';
         RETURN;
-    END IF;
+    END;
 
-    -- 3. New?  The notification's id is the same on every retry.
-    IF NOT idem_webhook('wechatpay', notice->>'id') THEN
-        http_status := 200; outcome := 'duplicate';
-        RETURN;
-    END IF;
     http_status := 200;
     IF notice->>'event_type' <> 'TRANSACTION.SUCCESS' OR tx->>'trade_state' <> 'SUCCESS' THEN
         outcome := 'ignored';
         RETURN;
     END IF;
 
-    -- 4. Apply: an unpaid order becomes paid, only for this merchant, the
+    -- 3. Apply: an unpaid order becomes paid, only for this merchant, the
     --    order's app and the order's exact amount.
     UPDATE wechatpay_orders o
     SET status = 'SUCCESS', transaction_id = tx->>'transaction_id',
@@ -517,51 +528,59 @@ BEGIN
 END
 $$;
 
-INSERT INTO wechatpay_settings VALUES ('1900000109', :'cert_a' || :'pub_secret', :'api_key');
+INSERT INTO wechatpay_settings VALUES ('1900000109', :'api_key');
 INSERT INTO wechatpay_orders (out_trade_no, mchid, appid, total)
 VALUES ('1217752501201407033233368018', '1900000109', 'wxd678efh567hg6787', 100);
 -- refused deliveries: a tampered body, a probe, another serial, a stale
--- timestamp (the default tolerance): 401 and nothing recorded
+-- timestamp (the default tolerance), an address the source does not
+-- allow: 401 and nothing recorded
 SELECT label, r.*
 FROM (VALUES
-  ('tampered', replace(:'body', '"EV-2018', '"EV-2019'), :'h_a'::jsonb, NULL::interval),
-  ('probe', :'body', :'h_a'::jsonb || '{"Wechatpay-Signature": "WECHATPAY/SIGNTEST/x"}', NULL),
-  ('other serial', :'body', :'h_a'::jsonb || jsonb_build_object('Wechatpay-Serial', :'serial_b'), NULL),
-  ('stale', :'body', :'h_a'::jsonb, '5 minutes')
-) AS t(label, payload, headers, tolerance),
-LATERAL handle_wechatpay_notification(payload, headers, tolerance) AS r;
+  ('tampered', replace(:'body', '"EV-2018', '"EV-2019'), :'h_a'::jsonb, '192.0.2.10'::inet),
+  ('probe', :'body', :'h_a'::jsonb || '{"Wechatpay-Signature": "WECHATPAY/SIGNTEST/x"}', '192.0.2.10'),
+  ('other serial', :'body', :'h_a'::jsonb || jsonb_build_object('Wechatpay-Serial', :'serial_b'), '192.0.2.10'),
+  ('stale', :'body', :'h_a'::jsonb, '192.0.2.10'),
+  ('other address', :'body', :'h_a'::jsonb, '203.0.113.10')
+) AS t(label, payload, headers, client_ip),
+LATERAL handle_wechatpay_notification(payload, headers, client_ip) AS r;
 SELECT count(*) AS recorded FROM idem.webhooks WHERE source = 'wechatpay';
+-- from here on, a tolerance that reaches back to 2023
+SELECT idem_webhook_source_set(
+    'wechatpay', 'wechatpay', ARRAY[:'cert_a' || :'pub_secret'],
+    tolerance   => '100 years',
+    allowed_ips => ARRAY['192.0.2.0/24', '198.51.100.0/24']::cidr[]);
 -- a wrong APIv3 key: 400, nothing recorded
 BEGIN;
 UPDATE wechatpay_settings SET api_v3_key = :'api_key_other';
-SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', NULL);
+SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', '192.0.2.10');
 SELECT count(*) AS recorded FROM idem.webhooks WHERE source = 'wechatpay';
 ROLLBACK;
 -- paid, but not what the order says (its amount, the merchant): the order
 -- stays unpaid
 BEGIN;
 UPDATE wechatpay_orders SET total = 10000;
-SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', NULL);
+SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', '192.0.2.10');
 ROLLBACK;
 BEGIN;
 UPDATE wechatpay_settings SET mchid = '1900000110';
 UPDATE wechatpay_orders SET mchid = '1900000110';
-SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', NULL);
+SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', '192.0.2.10');
 ROLLBACK;
 SELECT status FROM wechatpay_orders;
 -- the genuine notification, delivered three times, each in a transaction
 -- of its own: paid once
-SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', NULL);
-SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', NULL);
-SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', NULL);
+SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', '192.0.2.10');
+SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', '192.0.2.10');
+SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', '192.0.2.10');
 SELECT status, transaction_id, paid_at = '2023-11-15T06:13:20+08:00' AS paid_at_success_time
 FROM wechatpay_orders;
 SELECT event_id FROM idem.webhooks WHERE source = 'wechatpay';
 -- once its record has expired and been purged, a late redelivery is new
 -- to idem_webhook, and the state guard keeps it from paying twice
 DELETE FROM idem.webhooks WHERE source = 'wechatpay';
-SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', NULL);
+SELECT * FROM handle_wechatpay_notification(:'body', :'h_a', '192.0.2.10');
 SELECT status FROM wechatpay_orders;
-DROP FUNCTION handle_wechatpay_notification(text, jsonb, interval);
+DROP FUNCTION handle_wechatpay_notification(text, jsonb, inet);
 DROP TABLE wechatpay_orders, wechatpay_settings;
 DELETE FROM idem.webhooks WHERE source = 'wechatpay';
+SELECT idem_webhook_source_drop('wechatpay');
