@@ -101,6 +101,27 @@ idem_purge_worker_shmem_startup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
+/*
+ * Describe one of idem's background processes: both attach to shared memory
+ * and initialise a database connection (the launcher's to no database),
+ * once recovery has finished
+ */
+static void
+purge_worker_describe(BackgroundWorker *worker, const char *function,
+					  const char *name, int restart_secs, pid_t notify_pid)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = restart_secs;
+	snprintf(worker->bgw_library_name, BGW_MAXLEN, "idem");
+	snprintf(worker->bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker->bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker->bgw_type, BGW_MAXLEN, "%s", name);
+	worker->bgw_main_arg = (Datum) 0;
+	worker->bgw_notify_pid = notify_pid;
+}
+
 /* Register the launcher; only possible while the postmaster preloads us */
 void
 idem_purge_worker_register(void)
@@ -112,16 +133,8 @@ idem_purge_worker_register(void)
 	 * logical replication launcher does: it then shows in pg_stat_activity
 	 * and pg_terminate_backend reaches it, yet it holds no database.
 	 */
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = IDEM_LAUNCHER_RESTART_SECS;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idem");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "idem_purge_launcher_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, IDEM_LAUNCHER_NAME);
-	snprintf(worker.bgw_type, BGW_MAXLEN, IDEM_LAUNCHER_NAME);
-	worker.bgw_main_arg = (Datum) 0;
-	worker.bgw_notify_pid = 0;
+	purge_worker_describe(&worker, "idem_purge_launcher_main", IDEM_LAUNCHER_NAME,
+						  IDEM_LAUNCHER_RESTART_SECS, 0);
 
 	RegisterBackgroundWorker(&worker);
 }
@@ -297,16 +310,8 @@ idem_purge_launch_pass(const char *activity)
 	BackgroundWorkerHandle *handle;
 	BgwHandleStatus status;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "idem");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "idem_purge_worker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, IDEM_WORKER_NAME);
-	snprintf(worker.bgw_type, BGW_MAXLEN, IDEM_WORKER_NAME);
-	worker.bgw_main_arg = (Datum) 0;
-	worker.bgw_notify_pid = MyProcPid;
+	purge_worker_describe(&worker, "idem_purge_worker_main", IDEM_WORKER_NAME,
+						  BGW_NEVER_RESTART, MyProcPid);
 
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 	{
