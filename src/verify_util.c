@@ -573,6 +573,16 @@ der_object_free(DerKind kind, void *object)
 		EVP_PKEY_free((EVP_PKEY *) object);
 }
 
+/* Take one more reference to a cached object of that kind */
+static void
+der_object_ref(DerKind kind, void *object)
+{
+	if (kind == DER_X509)
+		X509_up_ref((X509 *) object);
+	else
+		EVP_PKEY_up_ref((EVP_PKEY *) object);
+}
+
 /* Parse DER of that kind, all of it; a new object, or NULL */
 static void *
 der_parse(DerKind kind, const unsigned char *der, long len)
@@ -616,10 +626,7 @@ der_object(DerKind kind, const unsigned char *der, long len)
 			e->len == len && memcmp(e->der, der, len) == 0)
 		{
 			e->used = ++der_cache_clock;
-			if (kind == DER_X509)
-				X509_up_ref((X509 *) e->object);
-			else
-				EVP_PKEY_up_ref((EVP_PKEY *) e->object);
+			der_object_ref(kind, e->object);
 			return e->object;
 		}
 		if (e->object == NULL || (victim->object != NULL && e->used < victim->used))
@@ -648,10 +655,7 @@ der_object(DerKind kind, const unsigned char *der, long len)
 	victim->used = ++der_cache_clock;
 	victim->object = object;
 	/* the cache's reference, and the caller's */
-	if (kind == DER_X509)
-		X509_up_ref((X509 *) object);
-	else
-		EVP_PKEY_up_ref((EVP_PKEY *) object);
+	der_object_ref(kind, object);
 	return object;
 }
 
