@@ -115,20 +115,27 @@ extern bool adyen_event_id(Slice payload, Slice *id);
 extern bool json_member_string(Slice json, const char *name, Slice *value);
 
 /*
- * PEM (verify_util.c): the objects of the PEM blocks of a text, read with
- * OpenSSL.  Text outside the blocks is ignored, as RFC 7468 says.
+ * PEM (verify_util.c): the blocks of a text and the objects they hold,
+ * read with OpenSSL; a block read in an earlier call is not decoded again.
  */
-typedef enum VerifyPem
+typedef enum VerifyPemStatus
 {
-	VERIFY_PEM_END,				/* no more blocks */
-	VERIFY_PEM_CERTIFICATE,		/* "CERTIFICATE" */
-	VERIFY_PEM_PUBLIC_KEY,		/* "PUBLIC KEY" or "RSA PUBLIC KEY" */
-	VERIFY_PEM_INVALID			/* anything else, or malformed */
-} VerifyPem;
+	VERIFY_PEM_BLOCK,			/* a block was read */
+	VERIFY_PEM_NONE,			/* no block is left */
+	VERIFY_PEM_MALFORMED		/* a BEGIN line starts something unreadable */
+} VerifyPemStatus;
 
-extern BIO *verify_pem_open(Slice text);
-extern VerifyPem verify_pem_next(BIO *bio, X509 **cert, EVP_PKEY **key);
+typedef struct VerifyPemBlock
+{
+	Slice		before;			/* the text before the BEGIN line */
+	const char *label;			/* "CERTIFICATE", "PUBLIC KEY"... */
+	X509	   *cert;			/* a CERTIFICATE block's certificate */
+	EVP_PKEY   *key;			/* a PUBLIC KEY or RSA PUBLIC KEY block's key */
+} VerifyPemBlock;
+
+extern VerifyPemStatus verify_pem_next(Slice *rest, VerifyPemBlock *block);
 extern STACK_OF(X509) *verify_pem_certificates(Slice text);
+extern void verify_track_certificate(X509 *cert);
 
 /*
  * Forms (verify_util.c): application/x-www-form-urlencoded bodies, as the
@@ -159,18 +166,6 @@ extern void *alipay_prepare(Slice secret);
 extern bool alipay_verify(void *key, const VerifyRequest *req);
 extern void *unionpay_prepare(Slice secret);
 extern bool unionpay_verify(void *key, const VerifyRequest *req);
-
-/* PEM blocks and certificates (verify_util.c) */
-typedef enum VerifyPemStatus
-{
-	VERIFY_PEM_BLOCK,			/* a block was read */
-	VERIFY_PEM_NONE,			/* no block is left */
-	VERIFY_PEM_MALFORMED		/* a BEGIN line starts something unreadable */
-} VerifyPemStatus;
-
-extern VerifyPemStatus verify_pem_block(Slice *rest, Slice *before, char **label,
-										Slice *der);
-extern X509 *verify_certificate(Slice der);
 
 /* WeChat Pay (verify_wechatpay.c) */
 extern void *wechatpay_prepare(Slice secret);

@@ -118,23 +118,24 @@ alipay_prepare(Slice secret)
 	verify_track(key, alipay_release_keys);
 	if (nblocks > 0)
 	{
-		BIO		   *bio = verify_pem_open(secret);
-		X509	   *cert;
-		EVP_PKEY   *pkey;
-		VerifyPem	what;
+		Slice		rest = secret;
+		VerifyPemBlock block;
+		VerifyPemStatus status;
 
-		while ((what = verify_pem_next(bio, &cert, &pkey)) == VERIFY_PEM_PUBLIC_KEY)
+		while ((status = verify_pem_next(&rest, &block)) == VERIFY_PEM_BLOCK)
 		{
+			if (block.cert != NULL)
+			{
+				X509_free(block.cert);
+				alipay_bad_secret("An \"alipay\" secret holds public keys, not certificates.",
+								  "Take the public key out of Alipay's certificate with \"openssl x509 -pubkey -noout\".");
+			}
+			if (block.key == NULL)
+				break;
 			Assert(key->nkeys < nblocks);
-			alipay_add_key(key, pkey);
+			alipay_add_key(key, block.key);
 		}
-		if (what == VERIFY_PEM_CERTIFICATE)
-		{
-			X509_free(cert);
-			alipay_bad_secret("An \"alipay\" secret holds public keys, not certificates.",
-							  "Take the public key out of Alipay's certificate with \"openssl x509 -pubkey -noout\".");
-		}
-		if (what != VERIFY_PEM_END || key->nkeys == 0)
+		if (status != VERIFY_PEM_NONE || key->nkeys == 0)
 			alipay_bad_secret("An \"alipay\" secret in PEM holds \"PUBLIC KEY\" or \"RSA PUBLIC KEY\" blocks, well formed, and nothing else.",
 							  NULL);
 	}

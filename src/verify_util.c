@@ -12,7 +12,6 @@
 #include "postgres.h"
 
 #include "catalog/namespace.h"
-#include "common/base64.h"
 #include "common/hashfn.h"
 #include "common/hmac.h"
 #include "mb/pg_wchar.h"
@@ -24,6 +23,7 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/rsa.h>
 #include <openssl/x509.h>
 
 #include "verify.h"
@@ -278,25 +278,69 @@ decode_hex(Slice s, uint8 *out, size_t outlen)
 }
 
 /*
- * Is text exactly the padded standard base64 of the bytes it decoded to?
- * pg_b64_decode accepts more than that (data after the padding, stray low
- * bits in the last character): a signature has one accepted spelling, and
- * a secret mangled that way fails on the first call instead of making every
- * delivery's signature mismatch.
+ * Decode canonical padded standard base64 into out, which has room for
+ * the bytes (3 for every 4 characters, less the padding); their number, or
+ * -1 if text is not exactly that: a length not a multiple of 4, a
+ * character outside the alphabet, "=" anywhere but one or two at the end,
+ * or stray low bits in the last character before the padding.  A signature
+ * has one accepted spelling, and a secret mangled that way fails on the
+ * first call instead of making every delivery's signature mismatch.
+ * (pg_b64_decode accepts all of these, and whitespace.)
  */
-static bool
-base64_is_canonical(const char *bytes, int len, Slice text)
+static ssize_t
+base64_decode_canonical(Slice text, uint8 *out)
 {
-	int			encmax = pg_b64_enc_len(len);
-	char	   *again = palloc(encmax);
-	int			enclen = pg_b64_encode(bytes, len, again, encmax);
-	bool		same = (enclen >= 0 && (size_t) enclen == text.len &&
-						memcmp(again, text.data, text.len) == 0);
+	/* the value of each character of the alphabet; -1 for any other byte */
+	static int8 value[256];
+	static bool ready = false;
+	const unsigned char *p = (const unsigned char *) text.data;
+	size_t		pad;
+	size_t		groups;
+	uint8	   *o = out;
 
-	/* the text may be a secret */
-	explicit_bzero(again, encmax);
-	pfree(again);
-	return same;
+	if (!ready)
+	{
+		static const char alphabet[] =
+			"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+		memset(value, -1, sizeof(value));
+		for (int i = 0; i < 64; i++)
+			value[(unsigned char) alphabet[i]] = (int8) i;
+		ready = true;
+	}
+	if (text.len == 0 || text.len % 4 != 0)
+		return -1;
+	pad = p[text.len - 1] != '=' ? 0 : p[text.len - 2] != '=' ? 1 : 2;
+	groups = text.len / 4;
+	for (size_t g = 0; g < groups; g++, p += 4)
+	{
+		bool		last = (g == groups - 1);
+		int			a = value[p[0]];
+		int			b = value[p[1]];
+		int			c = (last && pad == 2) ? 0 : value[p[2]];
+		int			d = (last && pad >= 1) ? 0 : value[p[3]];
+		uint32		v;
+
+		if ((a | b | c | d) < 0)
+			return -1;
+		v = ((uint32) a << 18) | ((uint32) b << 12) | ((uint32) c << 6) | (uint32) d;
+		*o++ = (uint8) (v >> 16);
+		if (last && pad == 2)
+		{
+			if ((v & 0xFFFF) != 0)
+				return -1;
+			break;
+		}
+		*o++ = (uint8) (v >> 8);
+		if (last && pad == 1)
+		{
+			if ((v & 0xFF) != 0)
+				return -1;
+			break;
+		}
+		*o++ = (uint8) v;
+	}
+	return o - out;
 }
 
 /*
@@ -306,17 +350,14 @@ base64_is_canonical(const char *bytes, int len, Slice text)
 uint8 *
 decode_base64(Slice s, size_t *len)
 {
-	int			max;
 	uint8	   *out;
-	int			n;
+	ssize_t		n;
 
-	/* pg_b64_dec_len computes len * 3 in an int */
-	if (s.len == 0 || s.len > PG_INT32_MAX / 3)
+	if (s.len == 0 || s.len % 4 != 0 || s.len > MaxAllocSize)
 		return NULL;
-	max = pg_b64_dec_len((int) s.len);
-	out = verify_secret_alloc(max);
-	n = pg_b64_decode(s.data, (int) s.len, (char *) out, max);
-	if (n <= 0 || !base64_is_canonical((char *) out, n, s))
+	out = verify_secret_alloc(s.len / 4 * 3);
+	n = base64_decode_canonical(s, out);
+	if (n <= 0)
 		return NULL;
 	*len = (size_t) n;
 	return out;
@@ -326,12 +367,9 @@ decode_base64(Slice s, size_t *len)
 bool
 decode_b64_mac(Slice s, uint8 *mac)
 {
-	char		buf[VERIFY_MAC_LEN + 3];
+	uint8		buf[VERIFY_MAC_LEN + 1];
 
-	if (s.len != 44)
-		return false;
-	if (pg_b64_decode(s.data, (int) s.len, buf, sizeof(buf)) != VERIFY_MAC_LEN ||
-		!base64_is_canonical(buf, VERIFY_MAC_LEN, s))
+	if (s.len != 44 || base64_decode_canonical(s, buf) != VERIFY_MAC_LEN)
 		return false;
 	memcpy(mac, buf, VERIFY_MAC_LEN);
 	return true;
@@ -556,7 +594,7 @@ typedef struct CachedDer
 	long		len;
 	unsigned char *der;			/* in TopMemoryContext */
 	uint64		used;			/* when it was last used, to evict the oldest */
-	EVP_MD_CTX *verifier;		/* set up to verify with the key and ... */
+	EVP_PKEY_CTX *verifier;		/* set up to verify with the RSA key and ... */
 	int			verifier_md;	/* ... this digest, for verify_signature */
 } CachedDer;
 
@@ -644,7 +682,7 @@ der_object(DerKind kind, const unsigned char *der, long len)
 	{
 		der_object_free(victim->kind, victim->object);
 		pfree(victim->der);
-		EVP_MD_CTX_free(victim->verifier);
+		EVP_PKEY_CTX_free(victim->verifier);
 		victim->verifier = NULL;
 	}
 	memcpy(copy, der, len);
@@ -683,24 +721,6 @@ release_x509(void *p)
 	X509_free((X509 *) p);
 }
 
-/*
- * The X.509 certificate of DER bytes, freed when the call ends; NULL if
- * they are not exactly one.  Only its encoding is checked: not its
- * signature, issuer or validity dates.
- */
-X509 *
-verify_certificate(Slice der)
-{
-	X509	   *cert;
-
-	if (der.len == 0 || der.len > PG_INT32_MAX)
-		return NULL;
-	cert = der_object(DER_X509, (const unsigned char *) der.data, (long) der.len);
-	if (cert != NULL)
-		verify_track(cert, release_x509);
-	return cert;
-}
-
 /* Where the first line of s that starts with prefix begins, or NULL */
 static const char *
 find_line_start(Slice s, const char *prefix)
@@ -723,119 +743,337 @@ find_line_start(Slice s, const char *prefix)
 }
 
 /*
- * Read the next PEM block of *rest with OpenSSL's PEM reader, and advance
- * *rest past its END line.  *before is the text between the start of *rest
- * and the block's BEGIN line (callers decide what may stand there); *label
- * is the block's label ("CERTIFICATE", "PUBLIC KEY"...) and *der its decoded
- * bytes, both palloc'd.  VERIFY_PEM_NONE when no line of *rest begins a
- * block (*before is then all of it); VERIFY_PEM_MALFORMED when a BEGIN line
- * starts no readable block: no matching END line, bad base64, or headers
- * (an encrypted block).
+ * PEM blocks read in earlier calls: the exact text of each, from its BEGIN
+ * line through its END line, and the object it holds.  A gateway's keys
+ * come as PEM in every call (the secret, or UnionPay's signer certificate
+ * in the form); decoding the base64 of a block costs more than everything
+ * else the call does but the RSA check.  Only blocks of public material
+ * are kept, at most PEM_CACHE_ENTRIES, each entry with one reference to
+ * its object; a block is kept only when OpenSSL's reader stopped exactly
+ * at the end of its END line, so the same text read again gives the same
+ * block and stops at the same place.
+ */
+#define PEM_CACHE_ENTRIES	16
+
+typedef struct CachedPem
+{
+	void	   *object;			/* EVP_PKEY or X509; NULL: a free entry */
+	DerKind		kind;
+	size_t		len;
+	char	   *text;			/* in TopMemoryContext */
+	uint64		used;			/* when it was last used, to evict the oldest */
+} CachedPem;
+
+static CachedPem pem_cache[PEM_CACHE_ENTRIES];
+static uint64 pem_cache_clock = 0;
+
+/* The label of the blocks of a kind of object */
+static const char *
+kind_label(DerKind kind)
+{
+	switch (kind)
+	{
+		case DER_X509:
+			return PEM_STRING_X509;
+		case DER_SPKI:
+			return PEM_STRING_PUBLIC;
+		case DER_RSA_PUBLIC:
+			return PEM_STRING_RSA_PUBLIC;
+	}
+	return NULL;
+}
+
+/* The kind of object a block's label names; false for any other label */
+static bool
+label_kind(const char *label, DerKind *kind)
+{
+	if (strcmp(label, PEM_STRING_X509) == 0)
+		*kind = DER_X509;
+	else if (strcmp(label, PEM_STRING_PUBLIC) == 0)
+		*kind = DER_SPKI;
+	else if (strcmp(label, PEM_STRING_RSA_PUBLIC) == 0)
+		*kind = DER_RSA_PUBLIC;
+	else
+		return false;
+	return true;
+}
+
+/*
+ * The length of the text of the block whose BEGIN line starts at begin,
+ * through the end of its first END line (its newline included): where
+ * OpenSSL's reader stops when it reads the block.  0 if there is no END
+ * line.
+ */
+static size_t
+pem_block_extent(const char *begin, size_t len)
+{
+	const char *nl = memchr(begin, '\n', len);
+	Slice		after;
+	const char *end_line;
+
+	if (nl == NULL)
+		return 0;
+	after.data = nl + 1;
+	after.len = len - (after.data - begin);
+	end_line = find_line_start(after, "-----END ");
+	if (end_line == NULL)
+		return 0;
+	nl = memchr(end_line, '\n', len - (end_line - begin));
+	return nl != NULL ? (size_t) (nl + 1 - begin) : len;
+}
+
+/* A block of these exact bytes read before: its entry, or NULL */
+static CachedPem *
+pem_cache_find(const char *text, size_t len)
+{
+	for (int i = 0; i < PEM_CACHE_ENTRIES; i++)
+	{
+		CachedPem  *e = &pem_cache[i];
+
+		if (e->object != NULL && e->len == len && memcmp(e->text, text, len) == 0)
+		{
+			e->used = ++pem_cache_clock;
+			return e;
+		}
+	}
+	return NULL;
+}
+
+/* Keep a block's text with a reference to its object, if memory allows */
+static void
+pem_cache_add(const char *text, size_t len, DerKind kind, void *object)
+{
+	CachedPem  *victim = &pem_cache[0];
+	char	   *copy;
+
+	for (int i = 0; i < PEM_CACHE_ENTRIES; i++)
+	{
+		CachedPem  *e = &pem_cache[i];
+
+		if (e->object == NULL || (victim->object != NULL && e->used < victim->used))
+			victim = e;
+	}
+	copy = MemoryContextAllocExtended(TopMemoryContext, len, MCXT_ALLOC_NO_OOM);
+	if (copy == NULL)
+		return;
+	if (victim->object != NULL)
+	{
+		der_object_free(victim->kind, victim->object);
+		pfree(victim->text);
+	}
+	memcpy(copy, text, len);
+	der_object_ref(kind, object);
+	victim->object = object;
+	victim->kind = kind;
+	victim->len = len;
+	victim->text = copy;
+	victim->used = ++pem_cache_clock;
+}
+
+/*
+ * Read the next PEM block of *rest and advance *rest past its END line.
+ * block->before is the text between the start of *rest and the block's
+ * BEGIN line (callers decide what may stand there), block->label the
+ * block's label ("CERTIFICATE", "PUBLIC KEY"...); a CERTIFICATE block's
+ * certificate goes to block->cert, a PUBLIC KEY (SubjectPublicKeyInfo) or
+ * RSA PUBLIC KEY (PKCS#1) block's key to block->key, each NULL when the
+ * block's DER is not exactly one; they are the caller's to track or free.
+ * VERIFY_PEM_NONE when no line of *rest begins a block (block->before is
+ * then all of it); VERIFY_PEM_MALFORMED when a BEGIN line starts no
+ * readable block: no matching END line, bad base64, or headers (an
+ * encrypted block).  Nothing here raises an error but running out of
+ * memory.
  */
 VerifyPemStatus
-verify_pem_block(Slice *rest, Slice *before, char **label, Slice *der)
+verify_pem_next(Slice *rest, VerifyPemBlock *block)
 {
 	const char *begin = find_line_start(*rest, "-----BEGIN ");
 	size_t		len;
+	size_t		extent;
+	CachedPem  *hit;
 	BIO		   *bio;
 	char	   *name = NULL;
 	char	   *header = NULL;
 	unsigned char *data = NULL;
 	long		datalen = 0;
 	bool		ok;
+	bool		known = false;
 	bool		oom = false;
+	DerKind		kind = DER_X509;
+	void	   *object = NULL;
 	size_t		consumed;
 
-	before->data = rest->data;
-	before->len = begin != NULL ? (size_t) (begin - rest->data) : rest->len;
+	block->before.data = rest->data;
+	block->before.len = begin != NULL ? (size_t) (begin - rest->data) : rest->len;
+	block->label = NULL;
+	block->cert = NULL;
+	block->key = NULL;
 	if (begin == NULL)
 		return VERIFY_PEM_NONE;
-	len = rest->len - before->len;
+	len = rest->len - block->before.len;
 	if (len > PG_INT32_MAX)
 		return VERIFY_PEM_MALFORMED;
 
-	bio = BIO_new_mem_buf(begin, (int) len);
-	if (bio == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
-	ok = PEM_read_bio(bio, &name, &header, &data, &datalen) == 1;
-	consumed = len - BIO_pending(bio);
-	BIO_free(bio);
-	ERR_clear_error();
-
-	/* copy out of OpenSSL's memory before anything can raise an error */
-	ok = ok && header[0] == '\0' && datalen > 0;
-	if (ok)
+	extent = pem_block_extent(begin, len);
+	if (extent > 0 && (hit = pem_cache_find(begin, extent)) != NULL)
 	{
-		char	   *copy = palloc_extended(datalen, MCXT_ALLOC_NO_OOM);
-
-		*label = palloc_extended(strlen(name) + 1, MCXT_ALLOC_NO_OOM);
-		if (copy != NULL && *label != NULL)
-		{
-			strcpy(*label, name);
-			memcpy(copy, data, datalen);
-			der->data = copy;
-			der->len = (size_t) datalen;
-		}
-		else
-			oom = true;
+		kind = hit->kind;
+		object = hit->object;
+		der_object_ref(kind, object);
+		block->label = kind_label(kind);
+		consumed = extent;
 	}
-	OPENSSL_free(name);
-	OPENSSL_free(header);
-	OPENSSL_free(data);
-	if (oom)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
-	if (!ok)
-		return VERIFY_PEM_MALFORMED;
+	else
+	{
+		bio = BIO_new_mem_buf(begin, (int) len);
+		if (bio == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+		ok = PEM_read_bio(bio, &name, &header, &data, &datalen) == 1;
+		consumed = len - BIO_pending(bio);
+		BIO_free(bio);
+		ERR_clear_error();
 
+		/* nothing below raises an error while OpenSSL's buffers are held */
+		ok = ok && header[0] == '\0' && datalen > 0;
+		if (ok)
+		{
+			known = label_kind(name, &kind);
+			if (known)
+			{
+				block->label = kind_label(kind);
+				object = der_object(kind, data, datalen);
+			}
+			else
+			{
+				char	   *copy = palloc_extended(strlen(name) + 1, MCXT_ALLOC_NO_OOM);
+
+				if (copy != NULL)
+					strcpy(copy, name);
+				oom = (copy == NULL);
+				block->label = copy;
+			}
+		}
+		OPENSSL_free(name);
+		OPENSSL_free(header);
+		OPENSSL_free(data);
+		if (oom)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory")));
+		if (!ok)
+			return VERIFY_PEM_MALFORMED;
+		if (object != NULL && consumed == extent)
+			pem_cache_add(begin, extent, kind, object);
+	}
+
+	if (object != NULL && kind == DER_X509)
+		block->cert = (X509 *) object;
+	else if (object != NULL)
+		block->key = (EVP_PKEY *) object;
 	rest->data = begin + consumed;
 	rest->len = len - consumed;
 	return VERIFY_PEM_BLOCK;
 }
 
 /*
- * A digest context set up to verify with a cached key and md, made on
- * first use and kept with the key; NULL if key is not one of the cache's.
- * Copying it costs less than EVP_DigestVerifyInit, which fetches the
- * signature algorithm and hands the key to its provider each time.
+ * A key context set up to verify RSA PKCS#1 v1.5 signatures over digests of
+ * md with key: a new one (new_ctx set), or one kept with the key in the
+ * cache, made on first use.  NULL when OpenSSL cannot set one up.  Setting
+ * one up fetches the signature algorithm and hands the key to its provider;
+ * a kept one is used again as it is, as openssl speed does.
  */
-static const EVP_MD_CTX *
-cached_verifier(EVP_PKEY *key, const EVP_MD *md)
+static EVP_PKEY_CTX *
+rsa_verifier(EVP_PKEY *key, const EVP_MD *md, bool *new_ctx)
 {
+	CachedDer  *entry = NULL;
+	EVP_PKEY_CTX *ctx;
+
 	for (int i = 0; i < VERIFY_CACHE_ENTRIES; i++)
 	{
 		CachedDer  *e = &der_cache[i];
-		EVP_PKEY   *k;
 
-		if (e->object == NULL)
-			continue;
-		k = e->kind == DER_X509 ? X509_get0_pubkey((X509 *) e->object) : (EVP_PKEY *) e->object;
-		if (k != key)
-			continue;
-		if (e->verifier != NULL && e->verifier_md == EVP_MD_get_type(md))
-			return e->verifier;
-		EVP_MD_CTX_free(e->verifier);
-		e->verifier = EVP_MD_CTX_new();
-		if (e->verifier != NULL &&
-			EVP_DigestVerifyInit(e->verifier, NULL, md, NULL, key) != 1)
+		if (e->object != NULL &&
+			(e->kind == DER_X509 ? X509_get0_pubkey((X509 *) e->object) : (EVP_PKEY *) e->object) == key)
 		{
-			EVP_MD_CTX_free(e->verifier);
-			e->verifier = NULL;
+			entry = e;
+			break;
 		}
-		ERR_clear_error();
-		e->verifier_md = EVP_MD_get_type(md);
-		return e->verifier;
 	}
-	return NULL;
+	if (entry != NULL && entry->verifier != NULL &&
+		entry->verifier_md == EVP_MD_get_type(md))
+	{
+		*new_ctx = false;
+		return entry->verifier;
+	}
+
+	ctx = EVP_PKEY_CTX_new_from_pkey(NULL, key, NULL);
+	if (ctx != NULL &&
+		(EVP_PKEY_verify_init(ctx) != 1 ||
+		 EVP_PKEY_CTX_set_rsa_padding(ctx, RSA_PKCS1_PADDING) != 1 ||
+		 EVP_PKEY_CTX_set_signature_md(ctx, md) != 1))
+	{
+		EVP_PKEY_CTX_free(ctx);
+		ctx = NULL;
+	}
+	*new_ctx = (entry == NULL);
+	if (entry != NULL && ctx != NULL)
+	{
+		EVP_PKEY_CTX_free(entry->verifier);
+		entry->verifier = ctx;
+		entry->verifier_md = EVP_MD_get_type(md);
+	}
+	return ctx;
+}
+
+/*
+ * The digest of the concatenated parts into out (EVP_MAX_MD_SIZE bytes);
+ * its length, or 0 if OpenSSL fails.  One digest context serves the whole
+ * backend, and each digest is fetched from its provider once: a context
+ * made, or a digest fetched, for every call costs a tenth of an RSA check.
+ */
+static unsigned int
+digest_parts(const EVP_MD *md, const Slice *parts, int nparts, unsigned char *out)
+{
+	static EVP_MD_CTX *ctx = NULL;
+	static EVP_MD *fetched[2] = {NULL, NULL};
+	int			slot = EVP_MD_get_type(md) == NID_sha256 ? 0 :
+		EVP_MD_get_type(md) == NID_sha1 ? 1 : -1;
+	const EVP_MD *use = md;
+	unsigned int len = 0;
+	bool		ok;
+
+	if (ctx == NULL && (ctx = EVP_MD_CTX_new()) == NULL)
+		return 0;
+	if (slot >= 0)
+	{
+		if (fetched[slot] == NULL)
+			fetched[slot] = EVP_MD_fetch(NULL, EVP_MD_get0_name(md), NULL);
+		if (fetched[slot] != NULL)
+			use = fetched[slot];
+	}
+	ok = EVP_DigestInit_ex2(ctx, use, NULL) == 1;
+	for (int i = 0; ok && i < nparts; i++)
+		ok = EVP_DigestUpdate(ctx, parts[i].data, parts[i].len) == 1;
+	ok = ok && EVP_DigestFinal_ex(ctx, out, &len) == 1;
+	return ok ? len : 0;
+}
+
+/* Clear OpenSSL's error queue, if anything is on it */
+static inline void
+clear_openssl_errors(void)
+{
+	if (ERR_peek_error() != 0)
+		ERR_clear_error();
 }
 
 /*
  * Does sig sign the concatenated parts under key?  md is the digest of an
  * RSA (PKCS#1 v1.5) signature, or NULL for Ed25519, which signs the message
- * itself.
+ * itself.  An RSA signature is checked as EVP_DigestVerify would (digest,
+ * then the RSA check of the DigestInfo), in two steps so that the key's
+ * context is made once.
  */
 bool
 verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
@@ -844,8 +1082,21 @@ verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 	char	   *msg = NULL;
 	size_t		len = 0;
 	EVP_MD_CTX *ctx;
-	const EVP_MD_CTX *verifier;
 	bool		ok;
+
+	if (md != NULL && EVP_PKEY_get_base_id(key) == EVP_PKEY_RSA)
+	{
+		unsigned char dgst[EVP_MAX_MD_SIZE];
+		unsigned int dlen = digest_parts(md, parts, nparts, dgst);
+		bool		new_ctx;
+		EVP_PKEY_CTX *pctx = dlen > 0 ? rsa_verifier(key, md, &new_ctx) : NULL;
+
+		ok = pctx != NULL && EVP_PKEY_verify(pctx, sig, siglen, dgst, dlen) == 1;
+		if (pctx != NULL && new_ctx)
+			EVP_PKEY_CTX_free(pctx);
+		clear_openssl_errors();
+		return ok;
+	}
 
 	/* Ed25519 takes the whole message at once: join it before OpenSSL holds anything */
 	if (md == NULL)
@@ -866,10 +1117,7 @@ verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
-	if (md != NULL && (verifier = cached_verifier(key, md)) != NULL)
-		ok = EVP_MD_CTX_copy_ex(ctx, verifier) == 1;
-	else
-		ok = EVP_DigestVerifyInit(ctx, NULL, md, NULL, key) == 1;
+	ok = EVP_DigestVerifyInit(ctx, NULL, md, NULL, key) == 1;
 	if (md == NULL)
 		ok = ok && EVP_DigestVerify(ctx, sig, siglen, (const unsigned char *) msg, len) == 1;
 	else
@@ -879,17 +1127,10 @@ verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 		ok = ok && EVP_DigestVerifyFinal(ctx, sig, siglen) == 1;
 	}
 	EVP_MD_CTX_free(ctx);
-	ERR_clear_error();
+	clear_openssl_errors();
 	if (msg != NULL)
 		pfree(msg);
 	return ok;
-}
-
-/* Release a memory BIO (for verify_track) */
-static void
-release_bio(void *p)
-{
-	BIO_free((BIO *) p);
 }
 
 /* Release a stack of certificates and the certificates (for verify_track) */
@@ -900,111 +1141,47 @@ release_certificates(void *p)
 }
 
 /*
- * A BIO reading the text, freed when the call ends.  The text is not
- * copied: it must stay as it is while the BIO is read.
- */
-BIO *
-verify_pem_open(Slice text)
-{
-	BIO		   *bio;
-
-	if (text.len > PG_INT32_MAX)
-		text.len = PG_INT32_MAX;	/* a text is never that long */
-	bio = BIO_new_mem_buf(text.data, (int) text.len);
-	if (bio == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
-	verify_track(bio, release_bio);
-	return bio;
-}
-
-/*
- * Read the next PEM block of bio: a certificate into *cert, a public key
- * (SubjectPublicKeyInfo, or PKCS#1 for "RSA PUBLIC KEY") into *key.  The
- * object is the caller's to track or free; nothing else is returned.  A
- * block of another type, with headers (an encrypted one), whose base64 or
- * DER is malformed, or whose DER has bytes after the object, is
- * VERIFY_PEM_INVALID; no block left is VERIFY_PEM_END.  OpenSSL's buffers
- * are freed before returning, and nothing here raises an error.
- */
-VerifyPem
-verify_pem_next(BIO *bio, X509 **cert, EVP_PKEY **key)
-{
-	char	   *name = NULL;
-	char	   *header = NULL;
-	unsigned char *data = NULL;
-	long		len = 0;
-	VerifyPem	result = VERIFY_PEM_INVALID;
-
-	*cert = NULL;
-	*key = NULL;
-	ERR_clear_error();
-	if (!PEM_read_bio(bio, &name, &header, &data, &len))
-	{
-		unsigned long err = ERR_peek_last_error();
-
-		ERR_clear_error();
-		if (ERR_GET_LIB(err) == ERR_LIB_PEM &&
-			ERR_GET_REASON(err) == PEM_R_NO_START_LINE)
-			return VERIFY_PEM_END;
-		return VERIFY_PEM_INVALID;
-	}
-	if (header[0] != '\0' || len <= 0)
-		;						/* Proc-Type and the like: not ours */
-	else if (strcmp(name, PEM_STRING_X509) == 0)
-	{
-		*cert = der_object(DER_X509, data, len);
-		if (*cert != NULL)
-			result = VERIFY_PEM_CERTIFICATE;
-	}
-	else if (strcmp(name, PEM_STRING_PUBLIC) == 0 ||
-			 strcmp(name, PEM_STRING_RSA_PUBLIC) == 0)
-	{
-		*key = der_object(strcmp(name, PEM_STRING_PUBLIC) == 0 ? DER_SPKI : DER_RSA_PUBLIC,
-						  data, len);
-		if (*key != NULL)
-			result = VERIFY_PEM_PUBLIC_KEY;
-	}
-	OPENSSL_free(name);
-	OPENSSL_free(header);
-	OPENSSL_free(data);
-	ERR_clear_error();
-	return result;
-}
-
-/*
  * The certificates of a PEM text, in order, freed when the call ends; NULL
- * if it has none, or a block that is not a well-formed certificate.
+ * if it has none, or a block that is not a well-formed certificate.  Text
+ * outside the blocks is ignored, as RFC 7468 says.
  */
 STACK_OF(X509) *
 verify_pem_certificates(Slice text)
 {
-	BIO		   *bio = verify_pem_open(text);
 	STACK_OF(X509) *certs = sk_X509_new_null();
-	X509	   *cert;
-	EVP_PKEY   *key;
-	VerifyPem	what;
+	Slice		rest = text;
+	VerifyPemBlock block;
+	VerifyPemStatus status;
 
 	if (certs == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
 	verify_track(certs, release_certificates);
-	while ((what = verify_pem_next(bio, &cert, &key)) == VERIFY_PEM_CERTIFICATE)
+	while ((status = verify_pem_next(&rest, &block)) == VERIFY_PEM_BLOCK)
 	{
-		if (!sk_X509_push(certs, cert))
+		if (block.key != NULL)
+			EVP_PKEY_free(block.key);
+		if (block.cert == NULL)
+			return NULL;
+		if (!sk_X509_push(certs, block.cert))
 		{
-			X509_free(cert);
+			X509_free(block.cert);
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("out of memory")));
 		}
 	}
-	EVP_PKEY_free(key);
-	if (what != VERIFY_PEM_END || sk_X509_num(certs) == 0)
+	if (status != VERIFY_PEM_NONE || sk_X509_num(certs) == 0)
 		return NULL;
 	return certs;
+}
+
+/* Free a certificate when the call ends */
+void
+verify_track_certificate(X509 *cert)
+{
+	verify_track(cert, release_x509);
 }
 
 /*
@@ -1075,10 +1252,26 @@ form_unescape(Slice raw, int from, int to, char **out)
 	const char *end = raw.data + raw.len;
 	char	   *o = *out;
 
+	/* bytes above 0x7F are copied as they are too when nothing converts */
+	bool		copy_high = (from == to || from == PG_SQL_ASCII);
+
 	while (p < end)
 	{
-		unsigned char c = (unsigned char) *p;
+		const char *run = p;
+		unsigned char c;
 
+		/* a run of bytes copied as they are, at once */
+		while (p < end && *p != '+' && *p != '%' &&
+			   (copy_high || (unsigned char) *p < 0x80))
+			p++;
+		if (p > run)
+		{
+			memcpy(o, run, p - run);
+			o += p - run;
+		}
+		if (p == end)
+			break;
+		c = (unsigned char) *p;
 		if (c == '+')
 		{
 			*o++ = ' ';
@@ -1095,16 +1288,10 @@ form_unescape(Slice raw, int from, int to, char **out)
 			*o++ = (char) ((hi << 4) | lo);
 			p += 3;
 		}
-		else if (c < 0x80 || from == to || from == PG_SQL_ASCII)
-		{
-			*o++ = (char) c;
-			p++;
-		}
 		else
 		{
 			/* in a server encoding every byte of a multibyte character is above 0x7F */
-			const char *run = p;
-
+			run = p;
 			while (p < end && (unsigned char) *p >= 0x80)
 				p++;
 			if (!convert_chars(run, p - run, from, to, &o))
@@ -1147,20 +1334,20 @@ form_decode(Slice body, int encoding, Form *form)
 	char	   *o;
 	Slice		rest = body;
 	int			n = 0;
+	uint8		high = 0;
 
 	form->params = NULL;
 	form->nparams = 0;
-	form->literal_non_ascii = false;
-	for (size_t i = 0; i < body.len; i++)
+
+	for (const char *q = body.data, *end = body.data + body.len;
+		 (q = memchr(q, '&', end - q)) != NULL; q++)
 	{
-		if (body.data[i] == '&')
-		{
-			if (++npieces > FORM_MAX_PARAMS)
-				return false;
-		}
-		else if ((unsigned char) body.data[i] >= 0x80)
-			form->literal_non_ascii = true;
+		if (++npieces > FORM_MAX_PARAMS)
+			return false;
 	}
+	for (size_t i = 0; i < body.len; i++)
+		high |= (uint8) body.data[i];
+	form->literal_non_ascii = (high & 0x80) != 0;
 	if (body.len == 0)
 		return true;
 

@@ -163,45 +163,45 @@ wechatpay_prepare(Slice secret)
 {
 	List	   *keys = NIL;
 	Slice		rest = secret;
-	Slice		before;
-	Slice		der;
-	char	   *label;
+	VerifyPemBlock block;
 	VerifyPemStatus status;
 
-	while ((status = verify_pem_block(&rest, &before, &label, &der)) == VERIFY_PEM_BLOCK)
+	while ((status = verify_pem_next(&rest, &block)) == VERIFY_PEM_BLOCK)
 	{
 		WechatpayKey *key = palloc0(sizeof(WechatpayKey));
 		Slice		id;
 
+		/* the objects are freed when the call ends, whatever happens next */
+		if (block.cert != NULL)
+			verify_track_certificate(block.cert);
+		if (block.key != NULL)
+			verify_track_pkey(block.key);
 		if (list_length(keys) >= WECHATPAY_MAX_KEYS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("webhook secret holds too many keys"),
 					 errdetail("A secret of the \"wechatpay\" scheme holds at most %d certificates and public keys.",
 							   WECHATPAY_MAX_KEYS)));
-		if (!key_id_before(before, &id))
+		if (!key_id_before(block.before, &id))
 			text_outside_blocks();
 
-		if (strcmp(label, "CERTIFICATE") == 0)
+		if (strcmp(block.label, "CERTIFICATE") == 0)
 		{
-			X509	   *cert;
-
 			if (id.len > 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("webhook key ID is followed by a certificate"),
 						 errdetail("A key ID names the WeChat Pay public key on the lines after it; a certificate carries its own serial number.")));
-			cert = verify_certificate(der);
-			if (cert == NULL)
+			if (block.cert == NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("webhook certificate is not a valid X.509 certificate"),
 						 errdetail("A CERTIFICATE block holds one DER-encoded X.509 certificate.")));
-			key->serial = certificate_serial(cert);
+			key->serial = certificate_serial(block.cert);
 			/* owned by the certificate */
-			key->pkey = X509_get0_pubkey(cert);
+			key->pkey = X509_get0_pubkey(block.cert);
 		}
-		else if (strcmp(label, "PUBLIC KEY") == 0)
+		else if (strcmp(block.label, "PUBLIC KEY") == 0)
 		{
 			if (id.len == 0)
 				ereport(ERROR,
@@ -210,7 +210,7 @@ wechatpay_prepare(Slice secret)
 						 errdetail("WeChat Pay names its public key by an ID (PUB_KEY_ID_...) in Wechatpay-Serial, which the key itself does not hold."),
 						 errhint("Put the ID that the merchant platform shows with the key on the line before \"-----BEGIN PUBLIC KEY-----\".")));
 			key->key_id = id;
-			key->pkey = verify_public_key(der);
+			key->pkey = block.key;
 			if (key->pkey == NULL)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -228,8 +228,6 @@ wechatpay_prepare(Slice secret)
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("webhook key is not an RSA key"),
 					 errdetail("WeChat Pay signs its notifications SHA256withRSA.")));
-		pfree(label);
-		pfree(unconstify(char *, der.data));
 		keys = lappend(keys, key);
 	}
 	if (status == VERIFY_PEM_MALFORMED)
@@ -238,7 +236,7 @@ wechatpay_prepare(Slice secret)
 				 errmsg("webhook secret is not valid PEM"),
 				 errdetail(WECHATPAY_SECRET_FORMAT),
 				 errhint("Check for a truncated block, a missing END line or stray characters in the base64.")));
-	if (trim_space(before).len > 0)
+	if (trim_space(block.before).len > 0)
 		text_outside_blocks();
 	if (keys == NIL)
 		ereport(ERROR,
