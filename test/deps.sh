@@ -5,8 +5,9 @@
 # and command line (the tests make keys and certificates with it) and a C
 # compiler.  Debian and Ubuntu packages; `apt-get update` runs only
 # when something has to be installed.
-# The monitoring tests add prometheus, for promtool (it brings the
-# Prometheus server too, which Debian starts as a service where services run).
+# The monitoring tests add prometheus-sql-exporter, and prometheus for
+# promtool (it brings the Prometheus server too, which Debian starts as a
+# service where services run).
 # As root it installs; otherwise it uses sudo, or prints the command to run.
 set -uo pipefail
 
@@ -43,7 +44,8 @@ want libdbd-pg-perl perl -MDBD::Pg -e 1
 want perl command -v prove
 want libssl-dev test -f /usr/include/openssl/evp.h
 want openssl command -v openssl
-# monitoring/: promtool (test/t/112)
+# monitoring/: the real exporter (test/t/111) and promtool (test/t/112)
+want prometheus-sql-exporter command -v prometheus-sql-exporter
 want prometheus command -v promtool
 want make command -v make
 want gcc command -v gcc
