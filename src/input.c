@@ -12,6 +12,9 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/fmgrprotos.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
 
 #include "idem.h"
 
@@ -152,24 +155,80 @@ idem_check_json_size(Datum jsonb, const char *what)
 }
 
 /*
- * A row of the function's composite result.  Its descriptor is built once
- * per call site and kept in fn_extra: building it reads the catalog, which
- * would cost more than many a call's own work.
+ * The result descriptors of idem's functions that return a row, by
+ * function OID, kept for the backend's life: a statement that calls one in
+ * FROM gets a new FmgrInfo each time, and building the descriptor reads
+ * the catalog, which would cost more than many a call's own work.  A
+ * change of pg_proc (CREATE OR REPLACE FUNCTION, ALTER EXTENSION UPDATE)
+ * forgets them all.
+ */
+#define RESULT_DESCS	8
+
+typedef struct ResultDesc
+{
+	Oid			fn_oid;			/* InvalidOid: a free entry */
+	TupleDesc	tupdesc;		/* blessed, in TopMemoryContext */
+} ResultDesc;
+
+static ResultDesc result_descs[RESULT_DESCS];
+static bool result_descs_watched = false;
+
+/* Forget the result descriptors (a syscache callback on pg_proc) */
+static void
+result_descs_forget(Datum arg, int cacheid, uint32 hashvalue)
+{
+	for (int i = 0; i < RESULT_DESCS; i++)
+	{
+		if (result_descs[i].tupdesc != NULL)
+			FreeTupleDesc(result_descs[i].tupdesc);
+		result_descs[i].fn_oid = InvalidOid;
+		result_descs[i].tupdesc = NULL;
+	}
+}
+
+/* The blessed result descriptor of the function being called */
+static TupleDesc
+result_desc(FunctionCallInfo fcinfo)
+{
+	Oid			fn_oid = fcinfo->flinfo->fn_oid;
+	ResultDesc *slot = NULL;
+	TupleDesc	tupdesc;
+	MemoryContext oldcontext;
+
+	for (int i = 0; i < RESULT_DESCS; i++)
+	{
+		if (result_descs[i].fn_oid == fn_oid && OidIsValid(fn_oid))
+			return result_descs[i].tupdesc;
+		if (slot == NULL && !OidIsValid(result_descs[i].fn_oid))
+			slot = &result_descs[i];
+	}
+	if (!result_descs_watched)
+	{
+		CacheRegisterSyscacheCallback(PROCOID, result_descs_forget, (Datum) 0);
+		result_descs_watched = true;
+	}
+	/* built in the call's memory; only the descriptor is kept */
+	oldcontext = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	tupdesc = BlessTupleDesc(tupdesc);
+	MemoryContextSwitchTo(oldcontext);
+	if (slot != NULL && OidIsValid(fn_oid))
+	{
+		oldcontext = MemoryContextSwitchTo(TopMemoryContext);
+		slot->tupdesc = CreateTupleDescCopy(tupdesc);
+		MemoryContextSwitchTo(oldcontext);
+		slot->fn_oid = fn_oid;
+	}
+	return tupdesc;
+}
+
+/*
+ * A row of the function's composite result, with the descriptor of
+ * result_desc
  */
 Datum
 idem_result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
 {
-	TupleDesc	tupdesc = (TupleDesc) fcinfo->flinfo->fn_extra;
-
-	if (tupdesc == NULL)
-	{
-		MemoryContext oldcontext = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-
-		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type must be a row type");
-		tupdesc = BlessTupleDesc(tupdesc);
-		fcinfo->flinfo->fn_extra = tupdesc;
-		MemoryContextSwitchTo(oldcontext);
-	}
-	return HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls));
+	return HeapTupleGetDatum(heap_form_tuple(result_desc(fcinfo), values, nulls));
 }
