@@ -88,17 +88,27 @@ extern bool mac_equal(const uint8 *a, const uint8 *b, size_t len);
 extern void *verify_secret_alloc(size_t len);
 extern void verify_track(void *object, void (*release) (void *));
 extern void verify_track_pkey(EVP_PKEY *key);
-extern Slice *verify_secret_bytes(Slice secret);
 extern void verify_release_all(void);
 
+/*
+ * A key prepared to be kept past the call (a webhook source's): what its
+ * preparation tracked is taken over, and released when the key is dropped.
+ */
+typedef struct VerifyHeld VerifyHeld;
+extern int	verify_tracked_mark(void);
+extern VerifyHeld *verify_hold(int mark);
+extern void verify_held_release(VerifyHeld *held);
+
 /* Cryptography, all from OpenSSL's libcrypto (verify_util.c) */
-extern void hmac_sha256(const uint8 *key, size_t keylen, const Slice *parts,
-						int nparts, uint8 *mac);
+typedef struct VerifyMacKey VerifyMacKey;
+extern VerifyMacKey *verify_mac_key(const uint8 *key, size_t len);
+extern void verify_mac(const VerifyMacKey *key, const Slice *parts, int nparts,
+					   uint8 *mac);
 extern EVP_PKEY *verify_public_key(Slice der);
 extern bool verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 							 int nparts, const uint8 *sig, size_t siglen);
 extern bool verify_timestamped_macs(const TimestampedMacs *format,
-									const Slice *secret,
+									const VerifyMacKey *key,
 									const VerifyRequest *req);
 
 /* HMAC-SHA256 schemes with a shared secret (verify_hmac.c) */

@@ -7,7 +7,7 @@
  *		Adyen, whose notification items carry the MAC of some of their
  *		fields inside them.
  *
- * The MAC is computed with OpenSSL's libcrypto (hmac_sha256) and compared
+ * The MAC is computed with OpenSSL's libcrypto (verify_mac) and compared
  * in constant time (mac_equal).  As everywhere in idem_webhook_verify,
  * anything wrong with the request is false, never an error.
  */
@@ -34,10 +34,10 @@ typedef struct BodyMacFormat
 	MacEncoding encoding;
 } BodyMacFormat;
 
-/* The key of a body-MAC scheme: the secret's bytes and where the MAC is */
+/* The key of a body-MAC scheme: the HMAC key and where the MAC is */
 typedef struct BodyMacKey
 {
-	const Slice *secret;
+	VerifyMacKey *mac;
 	const BodyMacFormat *format;
 } BodyMacKey;
 
@@ -62,7 +62,7 @@ body_mac_key(Slice secret, const BodyMacFormat *format)
 {
 	BodyMacKey *key = palloc(sizeof(BodyMacKey));
 
-	key->secret = verify_secret_bytes(secret);
+	key->mac = verify_mac_key((const uint8 *) secret.data, secret.len);
 	key->format = format;
 	return key;
 }
@@ -125,8 +125,7 @@ body_mac_verify(void *k, const VerifyRequest *req)
 	if (!decoded)
 		return false;
 
-	hmac_sha256((const uint8 *) key->secret->data, key->secret->len,
-				&req->payload, 1, expected);
+	verify_mac(key->mac, &req->payload, 1, expected);
 	matched = mac_equal(expected, given, VERIFY_MAC_LEN);
 	explicit_bzero(expected, sizeof(expected));
 	return matched;
@@ -136,7 +135,7 @@ body_mac_verify(void *k, const VerifyRequest *req)
 void *
 paddle_prepare(Slice secret)
 {
-	return verify_secret_bytes(secret);
+	return verify_mac_key((const uint8 *) secret.data, secret.len);
 }
 
 /*
@@ -677,21 +676,17 @@ adyen_event_id(Slice payload, Slice *id)
 void *
 adyen_prepare(Slice secret)
 {
-	Slice	   *key;
-	uint8	   *bytes;
+	size_t		len = secret.len / 2;
+	uint8	   *bytes = verify_secret_alloc(Max(len, 1));
 
-	key = verify_secret_alloc(sizeof(Slice) + secret.len / 2);
-	bytes = (uint8 *) (key + 1);
 	/* exactly two digits a byte: an odd count is refused too */
-	if (!decode_hex(secret, bytes, secret.len / 2))
+	if (!decode_hex(secret, bytes, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("webhook secret is not a hexadecimal key"),
 				 errdetail("An HMAC key of the \"adyen\" scheme is an even number of hexadecimal digits, as Adyen's Customer Area shows it."),
 				 errhint("Check for stray whitespace or a truncated key.")));
-	key->data = (const char *) bytes;
-	key->len = secret.len / 2;
-	return key;
+	return verify_mac_key(bytes, len);
 }
 
 /*
@@ -708,7 +703,7 @@ adyen_prepare(Slice secret)
 bool
 adyen_verify(void *k, const VerifyRequest *req)
 {
-	Slice	   *key = k;
+	VerifyMacKey *key = k;
 	AdyenParse	parse;
 	const AdyenValue *item;
 	Slice		parts[2 * ADYEN_SIGNED - 1];
@@ -736,7 +731,7 @@ adyen_verify(void *k, const VerifyRequest *req)
 		parts[2 * f].data = text;
 		parts[2 * f].len = strlen(text);
 	}
-	hmac_sha256((const uint8 *) key->data, key->len, parts, lengthof(parts), expected);
+	verify_mac(key, parts, lengthof(parts), expected);
 	matched = mac_equal(expected, given, VERIFY_MAC_LEN);
 	explicit_bzero(expected, sizeof(expected));
 	return matched;

@@ -13,13 +13,13 @@
 
 #include "catalog/namespace.h"
 #include "common/hashfn.h"
-#include "common/hmac.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include <openssl/asn1t.h>
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -53,6 +53,14 @@ typedef struct Tracked
 
 static Tracked tracked[VERIFY_MAX_TRACKED];
 static int	ntracked = 0;
+
+/* Clear OpenSSL's error queue, if anything is on it */
+static inline void
+clear_openssl_errors(void)
+{
+	if (ERR_peek_error() != 0)
+		ERR_clear_error();
+}
 
 /* The bytes of a text datum */
 Slice
@@ -420,16 +428,45 @@ verify_track(void *object, void (*release) (void *))
 	track(object, release, 0);
 }
 
-/*
- * Wipe the secrets and free the OpenSSL objects of the call, newest first;
- * the entry point calls it whether the call returns or raises an error
- */
-void
-verify_release_all(void)
+/* What verify_hold took over from the call */
+struct VerifyHeld
 {
-	while (ntracked > 0)
+	int			n;
+	Tracked		items[FLEXIBLE_ARRAY_MEMBER];
+};
+
+/* A mark of what the call tracks now, for verify_hold */
+int
+verify_tracked_mark(void)
+{
+	return ntracked;
+}
+
+/*
+ * Take over what was tracked since mark (a key prepared to be kept past
+ * the call): the call's end no longer releases it, verify_held_release
+ * does.  The list is allocated in the current memory context.
+ */
+VerifyHeld *
+verify_hold(int mark)
+{
+	int			n = ntracked - mark;
+	VerifyHeld *held = palloc(offsetof(VerifyHeld, items) + n * sizeof(Tracked));
+
+	Assert(mark >= 0 && mark <= ntracked);
+	held->n = n;
+	memcpy(held->items, &tracked[mark], n * sizeof(Tracked));
+	ntracked = mark;
+	return held;
+}
+
+/* Wipe and free the last n of items, newest first */
+static void
+release_tracked(Tracked *items, int *n)
+{
+	while (*n > 0)
 	{
-		Tracked    *t = &tracked[--ntracked];
+		Tracked    *t = &items[--*n];
 
 		if (t->release != NULL)
 			t->release(t->object);
@@ -439,38 +476,90 @@ verify_release_all(void)
 			pfree(t->object);
 		}
 	}
-	ERR_clear_error();
+	clear_openssl_errors();
+}
+
+/* Wipe and free what verify_hold took over, newest first */
+void
+verify_held_release(VerifyHeld *held)
+{
+	release_tracked(held->items, &held->n);
 }
 
 /*
- * HMAC-SHA256 of the concatenated parts.  PostgreSQL's HMAC, which a server
- * built with OpenSSL (as Debian's is) computes with libcrypto.
+ * Wipe the secrets and free the OpenSSL objects of the call, newest first;
+ * the entry point calls it whether the call returns or raises an error
  */
 void
-hmac_sha256(const uint8 *key, size_t keylen, const Slice *parts, int nparts,
-			uint8 *mac)
+verify_release_all(void)
 {
-	pg_hmac_ctx *ctx = pg_hmac_create(PG_SHA256);
-	bool		ok;
+	release_tracked(tracked, &ntracked);
+}
 
-	if (ctx == NULL)
+/* An HMAC-SHA256 key, set up in OpenSSL (verify_mac_key) */
+struct VerifyMacKey
+{
+	EVP_MAC_CTX *ctx;			/* holds the key's state; reset for each MAC */
+};
+
+/* Free an EVP_MAC_CTX, which wipes its key (for verify_track) */
+static void
+release_mac(void *p)
+{
+	EVP_MAC_CTX_free((EVP_MAC_CTX *) p);
+}
+
+/* The error of an HMAC that OpenSSL could not set up or compute */
+static void
+mac_failed(void)
+{
+	ERR_clear_error();
+	ereport(ERROR,
+			(errcode(ERRCODE_INTERNAL_ERROR),
+			 errmsg("could not compute HMAC-SHA256")));
+}
+
+/*
+ * An HMAC-SHA256 key set up from its bytes, freed and wiped when the call
+ * ends.  OpenSSL hashes the key's pads once, here; each MAC then starts
+ * from that state (verify_mac), which costs half of setting up a new one.
+ * HMAC is fetched from its provider once per backend.
+ */
+VerifyMacKey *
+verify_mac_key(const uint8 *key, size_t len)
+{
+	static EVP_MAC *hmac = NULL;
+	VerifyMacKey *mk = palloc(sizeof(VerifyMacKey));
+	OSSL_PARAM	params[2];
+
+	if (hmac == NULL && (hmac = EVP_MAC_fetch(NULL, "HMAC", NULL)) == NULL)
+		mac_failed();
+	mk->ctx = EVP_MAC_CTX_new(hmac);
+	if (mk->ctx == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
-	ok = pg_hmac_init(ctx, key, keylen) == 0;
-	for (int i = 0; ok && i < nparts; i++)
-		ok = pg_hmac_update(ctx, (const uint8 *) parts[i].data, parts[i].len) == 0;
-	ok = ok && pg_hmac_final(ctx, mac, VERIFY_MAC_LEN) == 0;
-	if (!ok)
-	{
-		const char *reason = pg_hmac_error(ctx);
+	verify_track(mk->ctx, release_mac);
+	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0);
+	params[1] = OSSL_PARAM_construct_end();
+	/* a NULL key would mean "the key set before" */
+	if (EVP_MAC_init(mk->ctx, len > 0 ? key : (const uint8 *) "", len, params) != 1)
+		mac_failed();
+	return mk;
+}
 
-		pg_hmac_free(ctx);
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not compute HMAC-SHA256: %s", reason)));
-	}
-	pg_hmac_free(ctx);
+/* HMAC-SHA256 of the concatenated parts under key, into mac */
+void
+verify_mac(const VerifyMacKey *key, const Slice *parts, int nparts, uint8 *mac)
+{
+	size_t		len = 0;
+	bool		ok = EVP_MAC_init(key->ctx, NULL, 0, NULL) == 1;
+
+	for (int i = 0; ok && i < nparts; i++)
+		ok = EVP_MAC_update(key->ctx, (const unsigned char *) parts[i].data, parts[i].len) == 1;
+	ok = ok && EVP_MAC_final(key->ctx, mac, &len, VERIFY_MAC_LEN) == 1;
+	if (!ok || len != VERIFY_MAC_LEN)
+		mac_failed();
 }
 
 /* Release an EVP_PKEY (for verify_track) */
@@ -485,19 +574,6 @@ void
 verify_track_pkey(EVP_PKEY *key)
 {
 	verify_track(key, release_pkey);
-}
-
-/* A copy of the secret's bytes, as the key of an HMAC, wiped at the end */
-Slice *
-verify_secret_bytes(Slice secret)
-{
-	Slice	   *key = verify_secret_alloc(sizeof(Slice) + secret.len);
-	char	   *bytes = (char *) (key + 1);
-
-	memcpy(bytes, secret.data, secret.len);
-	key->data = bytes;
-	key->len = secret.len;
-	return key;
 }
 
 /*
@@ -1060,13 +1136,6 @@ digest_parts(const EVP_MD *md, const Slice *parts, int nparts, unsigned char *ou
 	return ok ? len : 0;
 }
 
-/* Clear OpenSSL's error queue, if anything is on it */
-static inline void
-clear_openssl_errors(void)
-{
-	if (ERR_peek_error() != 0)
-		ERR_clear_error();
-}
 
 /*
  * Does sig sign the concatenated parts under key?  md is the digest of an
@@ -1518,7 +1587,7 @@ form_signed_string(const Form *form, const char *const *skip, bool skip_empty)
  * and so is a timestamp outside the request's tolerance.
  */
 bool
-verify_timestamped_macs(const TimestampedMacs *format, const Slice *secret,
+verify_timestamped_macs(const TimestampedMacs *format, const VerifyMacKey *key,
 						const VerifyRequest *req)
 {
 	Slice		header;
@@ -1561,7 +1630,7 @@ verify_timestamped_macs(const TimestampedMacs *format, const Slice *secret,
 	parts[1].data = format->joiner;
 	parts[1].len = strlen(format->joiner);
 	parts[2] = req->payload;
-	hmac_sha256((const uint8 *) secret->data, secret->len, parts, 3, expected);
+	verify_mac(key, parts, 3, expected);
 
 	/* second pass: every MAC, without stopping at the first match */
 	rest = header;

@@ -80,7 +80,7 @@ idem_verify_scheme_names(void)
 static void *
 stripe_prepare(Slice secret)
 {
-	return verify_secret_bytes(secret);
+	return verify_mac_key((const uint8 *) secret.data, secret.len);
 }
 
 /*
@@ -102,8 +102,7 @@ stripe_verify(void *key, const VerifyRequest *req)
  */
 typedef struct StandardKey
 {
-	const uint8 *mac_key;		/* v1: HMAC-SHA256 key */
-	size_t		mac_keylen;
+	VerifyMacKey *mac_key;		/* v1: HMAC-SHA256 key */
 	EVP_PKEY   *public_key;		/* v1a: Ed25519 */
 	const char *id_header;
 	const char *timestamp_header;
@@ -150,8 +149,7 @@ standard_key(Slice secret, const char *scheme, const char *header_prefix)
 				 errhint("Check for stray whitespace or a truncated secret.")));
 	if (!asymmetric)
 	{
-		key->mac_key = bytes;
-		key->mac_keylen = len;
+		key->mac_key = verify_mac_key(bytes, len);
 		return key;
 	}
 	if (len == ED25519_KEY_LEN)
@@ -229,7 +227,7 @@ standard_verify(void *k, const VerifyRequest *req)
 	parts[3] = parts[1];
 	parts[4] = req->payload;
 	if (key->public_key == NULL)
-		hmac_sha256(key->mac_key, key->mac_keylen, parts, 5, expected);
+		verify_mac(key->mac_key, parts, 5, expected);
 
 	rest = sigs;
 	while (next_element(&rest, ' ', &item))
