@@ -572,6 +572,192 @@ member_scalar(void *state, char *token, JsonTokenType type)
 	JSON_ACTION_DONE;
 }
 
+/* What may follow a number or a literal in JSON */
+static inline bool
+json_delimiter(const char *p, const char *end)
+{
+	return p == end || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' ||
+		*p == ',' || *p == '}' || *p == ']';
+}
+
+/*
+ * Skip a JSON string without escapes at *p (its opening quote), of
+ * printable ASCII; its contents into *s.  False for anything else.
+ */
+static inline bool
+json_plain_string(const char **p, const char *end, Slice *s)
+{
+	/* the bytes that may stand in such a string: printable ASCII but " and \ */
+	static bool plain[256];
+	static bool ready = false;
+	const char *q = *p + 1;
+
+	if (!ready)
+	{
+		for (int c = 0x20; c <= 0x7E; c++)
+			plain[c] = (c != '"' && c != '\\');
+		ready = true;
+	}
+	s->data = q;
+	while (q < end && plain[(unsigned char) *q])
+		q++;
+	if (q == end || *q != '"')
+		return false;
+	s->len = q - s->data;
+	*p = q + 1;
+	return true;
+}
+
+/* Skip a JSON number at *p, as RFC 8259 writes it; false if it is not one */
+static inline bool
+json_plain_number(const char **p, const char *end)
+{
+	const char *q = *p;
+
+	if (q < end && *q == '-')
+		q++;
+	if (q < end && *q == '0')
+		q++;
+	else if (q < end && *q >= '1' && *q <= '9')
+		while (q < end && *q >= '0' && *q <= '9')
+			q++;
+	else
+		return false;
+	if (q < end && *q == '.')
+	{
+		if (++q == end || *q < '0' || *q > '9')
+			return false;
+		while (q < end && *q >= '0' && *q <= '9')
+			q++;
+	}
+	if (q < end && (*q == 'e' || *q == 'E'))
+	{
+		if (++q < end && (*q == '+' || *q == '-'))
+			q++;
+		if (q == end || *q < '0' || *q > '9')
+			return false;
+		while (q < end && *q >= '0' && *q <= '9')
+			q++;
+	}
+	*p = q;
+	return json_delimiter(q, end);
+}
+
+/*
+ * json_member_string's common case, without the server's parser: JSON of
+ * printable ASCII without a backslash (so no escapes, and nothing the
+ * encoding or the parser could object to), nested at most ADYEN_MAX_DEPTH
+ * deep, well formed as RFC 8259 says, whose root object has the member
+ * once, a string.  True, with *value pointing into json, only then; false
+ * when it cannot tell, and the server's parser decides.  Everything
+ * accepted here the server's parser accepts too, and finds the same value.
+ */
+static bool
+json_member_fast(Slice json, const char *name, Slice *value)
+{
+	enum
+	{
+		S_VALUE,				/* a value */
+		S_VALUE_OR_CLOSE,		/* the first value of an array, or "]" */
+		S_KEY,					/* a member's name */
+		S_KEY_OR_CLOSE,			/* the first member's name, or "}" */
+		S_AFTER					/* "," or the end of a container or the text */
+	}			state = S_VALUE;
+	bool		is_object[ADYEN_MAX_DEPTH];
+	int			depth = 0;
+	bool		root_is_object = false;
+	bool		target = false; /* the next value is the member sought */
+	int			found = 0;
+	size_t		namelen = strlen(name);
+	const char *p = json.data;
+	const char *end = json.data + json.len;
+	Slice		s;
+
+	for (;;)
+	{
+		char		c;
+
+		while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+			p++;
+		if (p == end)
+			return state == S_AFTER && depth == 0 && root_is_object && found == 1;
+		c = *p;
+		if ((c == '}' && state == S_KEY_OR_CLOSE) ||
+			(c == ']' && state == S_VALUE_OR_CLOSE) ||
+			((c == '}' || c == ']') && state == S_AFTER && depth > 0))
+		{
+			if (is_object[depth - 1] != (c == '}'))
+				return false;
+			depth--;
+			p++;
+			state = S_AFTER;
+			continue;
+		}
+		switch (state)
+		{
+			case S_KEY:
+			case S_KEY_OR_CLOSE:
+				if (c != '"' || !json_plain_string(&p, end, &s))
+					return false;
+				while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+					p++;
+				if (p == end || *p != ':')
+					return false;
+				p++;
+				target = (depth == 1 && s.len == namelen && memcmp(s.data, name, namelen) == 0);
+				state = S_VALUE;
+				break;
+			case S_VALUE:
+			case S_VALUE_OR_CLOSE:
+				if (c == '"')
+				{
+					if (!json_plain_string(&p, end, &s))
+						return false;
+					if (target)
+					{
+						if (found++ > 0)
+							return false;
+						*value = s;
+					}
+				}
+				else if (target)
+					return false;	/* not a string: the parser says no */
+				else if (c == '{' || c == '[')
+				{
+					if (depth == ADYEN_MAX_DEPTH)
+						return false;
+					if (depth == 0)
+						root_is_object = (c == '{');
+					is_object[depth++] = (c == '{');
+					p++;
+					state = c == '{' ? S_KEY_OR_CLOSE : S_VALUE_OR_CLOSE;
+					continue;
+				}
+				else if (c == 't' || c == 'f' || c == 'n')
+				{
+					const char *word = c == 't' ? "true" : c == 'f' ? "false" : "null";
+					size_t		len = strlen(word);
+
+					if ((size_t) (end - p) < len || memcmp(p, word, len) != 0 ||
+						!json_delimiter(p + len, end))
+						return false;
+					p += len;
+				}
+				else if (!json_plain_number(&p, end))
+					return false;
+				target = false;
+				state = S_AFTER;
+				break;
+			case S_AFTER:
+				if (depth == 0 || c != ',')
+					return false;
+				p++;
+				state = is_object[depth - 1] ? S_KEY : S_VALUE;
+				break;
+		}
+	}
+}
+
 /*
  * The string value of member name of the root object of json: false,
  * never an error, if json is not well formed, its root is not an object,
@@ -583,6 +769,8 @@ json_member_string(Slice json, const char *name, Slice *value)
 	MemberSearch m;
 	JsonSemAction sem;
 
+	if (json_member_fast(json, name, value))
+		return true;
 	memset(&m, 0, sizeof(m));
 	m.name = name;
 	memset(&sem, 0, sizeof(sem));
