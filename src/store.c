@@ -40,6 +40,7 @@
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "storage/lock.h"
+#include "storage/predicate.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -731,6 +732,108 @@ idem_store_fetch_visible(IdemStore *st, text *a, text *b)
 	else
 		st->found = false;
 	return found;
+}
+
+/*
+ * Where the row st holds lives: its address, the transaction that wrote
+ * it and the file of the table, for idem_store_still_visible
+ */
+void
+idem_store_row_version(IdemStore *st, IdemRowVersion *version)
+{
+	bool		isnull;
+
+	Assert(st->found);
+	version->tid = st->slot->tts_tid;
+	version->xmin = DatumGetTransactionId(slot_getsysattr(st->slot, MinTransactionIdAttributeNumber,
+														 &isnull));
+	version->filenode = st->heap->rd_node.relNode;
+	version->checked = checked[st->which];
+	version->recent = InvalidBuffer;
+}
+
+/*
+ * heap_fetch (heapam.c) after its ReadBuffer, on a buffer the caller has
+ * pinned: is the tuple at tid visible to snapshot, and written by xmin?
+ * The pin is the caller's to release.
+ */
+static bool
+store_fetch_pinned(Relation heap, Buffer buffer, ItemPointer tid,
+				   Snapshot snapshot, TransactionId xmin)
+{
+	Page		page;
+	OffsetNumber offnum = ItemPointerGetOffsetNumber(tid);
+	ItemId		lp;
+	HeapTupleData tuple;
+	bool		valid = false;
+
+	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buffer);
+	TestForOldSnapshot(snapshot, heap, page);
+	if (offnum >= FirstOffsetNumber && offnum <= PageGetMaxOffsetNumber(page) &&
+		ItemIdIsNormal(lp = PageGetItemId(page, offnum)))
+	{
+		tuple.t_self = *tid;
+		tuple.t_data = (HeapTupleHeader) PageGetItem(page, lp);
+		tuple.t_len = ItemIdGetLength(lp);
+		tuple.t_tableOid = RelationGetRelid(heap);
+		valid = HeapTupleSatisfiesVisibility(&tuple, snapshot, buffer);
+		if (valid)
+			PredicateLockTID(heap, &tuple.t_self, snapshot,
+							 HeapTupleHeaderGetXmin(tuple.t_data));
+		HeapCheckForSerializableConflictOut(valid, heap, &tuple, buffer, snapshot);
+		valid = valid && TransactionIdEquals(HeapTupleHeaderGetXmin(tuple.t_data), xmin);
+	}
+	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+	return valid;
+}
+
+/*
+ * Is the row version read earlier (idem_store_row_version) still the row
+ * the active snapshot sees of its key?  A key has at most one version
+ * visible to a snapshot, so if that one is visible it is the row an index
+ * probe would find; a version is named by its address and the transaction
+ * that wrote it (an address is reused only after its row is dead to every
+ * transaction).  Only the table is opened, not its index, and the buffer
+ * that held the row last time is tried first (ReadRecentBuffer: no lookup
+ * in the buffer table, and a page in a buffer is a page of the table).
+ * False, without reading the row, when the table was checked again since
+ * (its shape may have changed) or when the address is no longer one of the
+ * table: it was in a file that TRUNCATE, CLUSTER or VACUUM FULL has since
+ * replaced, or in a page that VACUUM truncated.
+ */
+bool
+idem_store_still_visible(IdemTable which, IdemRowVersion *version)
+{
+	Relation	heap;
+	BlockNumber block = ItemPointerGetBlockNumber(&version->tid);
+	Buffer		buf;
+	bool		visible = false;
+
+	store_resolve();
+	if (!OidIsValid(oids.heap[which]))
+		return false;
+	heap = table_open(oids.heap[which], AccessShareLock);
+	if (version->checked == checked[which] &&
+		checked[which] == invalidations[which] &&
+		version->filenode == heap->rd_node.relNode)
+	{
+		if (BufferIsValid(version->recent) &&
+			ReadRecentBuffer(heap->rd_node, MAIN_FORKNUM, block, version->recent))
+			buf = version->recent;
+		else if (block < RelationGetNumberOfBlocks(heap))
+			buf = version->recent = ReadBuffer(heap, block);
+		else
+			buf = InvalidBuffer;
+		if (BufferIsValid(buf))
+		{
+			visible = store_fetch_pinned(heap, buf, &version->tid,
+										 GetActiveSnapshot(), version->xmin);
+			ReleaseBuffer(buf);
+		}
+	}
+	table_close(heap, NoLock);
+	return visible;
 }
 
 /*

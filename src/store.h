@@ -82,6 +82,16 @@ typedef struct IdemStore
 	ItemPointerData written;	/* where the last insert or update put the row */
 } IdemStore;
 
+/* One version of a row: see idem_store_still_visible */
+typedef struct IdemRowVersion
+{
+	ItemPointerData tid;
+	TransactionId xmin;
+	Oid			filenode;
+	uint64		checked;		/* the table's check it was read under */
+	Buffer		recent;			/* the buffer it was last seen in, or invalid */
+} IdemRowVersion;
+
 typedef enum IdemFetch
 {
 	IDEM_FETCH_NONE,			/* no row for the key */
@@ -99,6 +109,8 @@ extern IdemFetch idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait,
 								  bool locked);
 extern bool idem_store_fetch_visible(IdemStore *st, text *a, text *b);
 extern bool idem_store_fetch_own(IdemStore *st, ItemPointer tid, Oid filenode);
+extern void idem_store_row_version(IdemStore *st, IdemRowVersion *version);
+extern bool idem_store_still_visible(IdemTable which, IdemRowVersion *version);
 extern void idem_store_insert(IdemStore *st, Datum *values, bool *nulls);
 extern void idem_store_update(IdemStore *st, Datum *values, bool *nulls);
 extern void idem_store_delete(IdemStore *st);

@@ -17,9 +17,10 @@
  * and only its time is outside the tolerance.  Only rejected requests pay
  * for the second check.
  *
- * The source's row is read on every call, with the statement's snapshot,
- * through one index probe (store.c): a change of a source is seen by the
- * next statement of any session once it commits.
+ * The source's row is read with the statement's snapshot: a change of a
+ * source is seen by the next statement of any session once it commits.
+ * A backend keeps the sources it read, and checks at every call that the
+ * row it copied is still the one the snapshot sees (receive_read_source).
  */
 #include "postgres.h"
 
@@ -78,12 +79,41 @@ typedef struct ReceiveSource
 {
 	const VerifyScheme *scheme;
 	const ReceiveScheme *receive;
-	Datum	   *secrets;
+	void	  **keys;			/* each secret, prepared by its scheme */
+	VerifyHeld **held;			/* what preparing each took over */
 	int			nsecrets;
 	double		tolerance_usecs;
-	ArrayType  *allowed_ips;	/* NULL: any address */
-	Interval	ttl;			/* idem.webhook_ttl when the row has none */
+	Datum	   *nets;			/* allowed_ips; NULL: any address */
+	bool	   *net_nulls;
+	int			nnets;
+	bool		ttl_default;	/* no ttl of its own: idem.webhook_ttl, now */
+	Interval	ttl;
 } ReceiveSource;
+
+/*
+ * Sources read in earlier calls, each with the version of its row it was
+ * read from (store.c), and checked against the table at every call: the
+ * copy is used only while that version is still the one the statement's
+ * snapshot sees, so a change is seen exactly when a read of the row would
+ * see it.  Checking costs a look at one heap tuple instead of an index
+ * probe, copying the row, taking its arrays apart and preparing its
+ * secrets (decoding them, setting up HMAC keys, reading PEM).  Only the
+ * prepared keys are kept, not the secrets' text; they are wiped when an
+ * entry is dropped.
+ */
+#define RECEIVE_CACHED_SOURCES	8
+
+typedef struct CachedSource
+{
+	MemoryContext cxt;			/* holds all of it; NULL: a free entry */
+	text	   *name;
+	IdemRowVersion version;
+	ReceiveSource src;
+	uint64		used;			/* when it was last used, to evict the oldest */
+} CachedSource;
+
+static CachedSource cached_sources[RECEIVE_CACHED_SOURCES];
+static uint64 cached_sources_clock = 0;
 
 /* The verdict on the signature */
 typedef enum ReceiveVerdict
@@ -104,57 +134,168 @@ receive_scheme(const char *name)
 	return NULL;				/* keep the compiler quiet */
 }
 
+/* Drop a cached source, its keys wiped */
+static void
+receive_forget(CachedSource *e)
+{
+	for (int i = 0; i < e->src.nsecrets; i++)
+		if (e->src.held[i] != NULL)
+			verify_held_release(e->src.held[i]);
+	MemoryContextDelete(e->cxt);
+	e->cxt = NULL;
+}
+
 /*
- * Read the source's row with the statement's snapshot and copy it into
- * *src; false if there is no such source
+ * Prepare the secrets of an array into src->keys, in the current memory
+ * context, each key kept past the call with what it holds; the array's
+ * copy is wiped.  An error (a secret its scheme refuses) releases them.
+ */
+static void
+receive_prepare_keys(ArrayType *secrets, ReceiveSource *src)
+{
+	Datum	   *texts;
+	bool	   *nulls;
+	int			n;
+
+	deconstruct_array(secrets, TEXTOID, -1, false, TYPALIGN_INT, &texts, &nulls, &n);
+	src->keys = palloc0(Max(n, 1) * sizeof(void *));
+	src->held = palloc0(Max(n, 1) * sizeof(VerifyHeld *));
+	src->nsecrets = 0;
+	PG_TRY();
+	{
+		for (int i = 0; i < n; i++)
+		{
+			int			mark = verify_tracked_mark();
+
+			src->keys[i] = src->scheme->prepare(slice_of_text(DatumGetTextPP(texts[i])));
+			src->held[i] = verify_hold(mark);
+			src->nsecrets = i + 1;
+		}
+	}
+	PG_CATCH();
+	{
+		for (int i = 0; i < src->nsecrets; i++)
+			verify_held_release(src->held[i]);
+		verify_release_all();
+		explicit_bzero(secrets, VARSIZE(secrets));
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	explicit_bzero(secrets, VARSIZE(secrets));
+}
+
+/*
+ * Copy the row st holds into *src, in the current memory context: the
+ * scheme, the secrets prepared, the tolerance, the allowed networks and
+ * the ttl
+ */
+static void
+receive_copy_row(IdemStore *st, ReceiveSource *src)
+{
+	char	   *scheme = TextDatumGetCString(st->values[SOURCES_SCHEME]);
+
+	src->scheme = idem_verify_scheme((Slice) {scheme, strlen(scheme)});
+	if (src->scheme == NULL)
+		elog(ERROR, "webhook source has unknown scheme \"%s\"", scheme);
+	src->receive = receive_scheme(src->scheme->name);
+	src->tolerance_usecs =
+		idem_verify_tolerance_usecs(DatumGetIntervalP(st->values[SOURCES_TOLERANCE]), false);
+	src->nets = NULL;
+	src->net_nulls = NULL;
+	src->nnets = 0;
+	if (!st->nulls[SOURCES_ALLOWED_IPS])
+		deconstruct_array(DatumGetArrayTypePCopy(st->values[SOURCES_ALLOWED_IPS]),
+						  CIDROID, -1, false, TYPALIGN_INT,
+						  &src->nets, &src->net_nulls, &src->nnets);
+	src->ttl_default = st->nulls[SOURCES_TTL];
+	if (!src->ttl_default)
+		src->ttl = *DatumGetIntervalP(st->values[SOURCES_TTL]);
+	/* last: what it holds is released only by receive_forget */
+	receive_prepare_keys(DatumGetArrayTypePCopy(st->values[SOURCES_SECRETS]), src);
+}
+
+/*
+ * The source's configuration as the statement's snapshot sees its row,
+ * into *src (pointing into the cache, valid for this call); false if there
+ * is no such source
  */
 static bool
 receive_read_source(text *source, ReceiveSource *src)
 {
+	CachedSource *entry = NULL;
+	CachedSource *victim = &cached_sources[0];
 	IdemStore	st;
 	bool		found;
+	MemoryContext cxt;
+	MemoryContext oldcxt;
 
-	idem_store_open(&st, IDEM_SOURCES, false);
-	found = idem_store_fetch_visible(&st, source, NULL);
-	if (found)
+	for (int i = 0; i < RECEIVE_CACHED_SOURCES; i++)
 	{
-		char	   *scheme = TextDatumGetCString(st.values[SOURCES_SCHEME]);
-		ArrayType  *secrets = DatumGetArrayTypePCopy(st.values[SOURCES_SECRETS]);
-		bool	   *nulls;
+		CachedSource *e = &cached_sources[i];
 
-		src->scheme = idem_verify_scheme((Slice) {scheme, strlen(scheme)});
-		if (src->scheme == NULL)
-			elog(ERROR, "webhook source has unknown scheme \"%s\"", scheme);
-		src->receive = receive_scheme(src->scheme->name);
-		deconstruct_array(secrets, TEXTOID, -1, false, TYPALIGN_INT,
-						  &src->secrets, &nulls, &src->nsecrets);
-		src->tolerance_usecs =
-			idem_verify_tolerance_usecs(DatumGetIntervalP(st.values[SOURCES_TOLERANCE]), false);
-		src->allowed_ips = st.nulls[SOURCES_ALLOWED_IPS] ? NULL :
-			DatumGetArrayTypePCopy(st.values[SOURCES_ALLOWED_IPS]);
-		if (st.nulls[SOURCES_TTL])
-		{
-			memset(&src->ttl, 0, sizeof(Interval));
-			src->ttl.time = (TimeOffset) idem_webhook_ttl_secs * USECS_PER_SEC;
-		}
-		else
-			src->ttl = *DatumGetIntervalP(st.values[SOURCES_TTL]);
+		if (e->cxt != NULL && VARSIZE_ANY_EXHDR(e->name) == VARSIZE_ANY_EXHDR(source) &&
+			memcmp(VARDATA_ANY(e->name), VARDATA_ANY(source), VARSIZE_ANY_EXHDR(source)) == 0)
+			entry = e;
+		else if (e->cxt == NULL || (victim->cxt != NULL && e->used < victim->used))
+			victim = e;
 	}
-	idem_store_close(&st);
-	return found;
+	if (entry != NULL && idem_store_still_visible(IDEM_SOURCES, &entry->version))
+	{
+		entry->used = ++cached_sources_clock;
+		*src = entry->src;
+	}
+	else
+	{
+		if (entry != NULL)
+			receive_forget(entry);
+		else
+			entry = victim;
+
+		/* read into memory of the call's, kept only once it is complete */
+		cxt = AllocSetContextCreate(CurrentMemoryContext, "idem webhook source",
+									ALLOCSET_SMALL_SIZES);
+		idem_store_open(&st, IDEM_SOURCES, false);
+		found = idem_store_fetch_visible(&st, source, NULL);
+		if (found)
+		{
+			text	   *name = MemoryContextAlloc(cxt, VARSIZE_ANY(source));
+
+			memcpy(name, source, VARSIZE_ANY(source));
+			oldcxt = MemoryContextSwitchTo(cxt);
+			receive_copy_row(&st, src);
+			MemoryContextSwitchTo(oldcxt);
+			/* nothing below raises an error: the keys are the entry's now */
+			if (entry->cxt != NULL)
+				receive_forget(entry);
+			idem_store_row_version(&st, &entry->version);
+			entry->name = name;
+			entry->src = *src;
+			entry->used = ++cached_sources_clock;
+			MemoryContextSetParent(cxt, TopMemoryContext);
+			entry->cxt = cxt;
+		}
+		idem_store_close(&st);
+		if (!found)
+		{
+			MemoryContextDelete(cxt);
+			return false;
+		}
+	}
+	if (src->ttl_default)
+	{
+		memset(&src->ttl, 0, sizeof(Interval));
+		src->ttl.time = (TimeOffset) idem_webhook_ttl_secs * USECS_PER_SEC;
+	}
+	return true;
 }
 
 /* Is the client address within one of the source's allowed networks? */
 static bool
-receive_ip_allowed(ArrayType *allowed, Datum client_ip)
+receive_ip_allowed(const ReceiveSource *src, Datum client_ip)
 {
-	Datum	   *nets;
-	bool	   *nulls;
-	int			n;
-
-	deconstruct_array(allowed, CIDROID, -1, false, TYPALIGN_INT, &nets, &nulls, &n);
-	for (int i = 0; i < n; i++)
-		if (!nulls[i] && DatumGetBool(DirectFunctionCall2(network_subeq, client_ip, nets[i])))
+	for (int i = 0; i < src->nnets; i++)
+		if (!src->net_nulls[i] &&
+			DatumGetBool(DirectFunctionCall2(network_subeq, client_ip, src->nets[i])))
 			return true;
 	return false;
 }
@@ -165,8 +306,7 @@ receive_any_secret(const ReceiveSource *src, const VerifyRequest *req)
 {
 	for (int i = 0; i < src->nsecrets; i++)
 	{
-		void	   *key = src->scheme->prepare(slice_of_text(DatumGetTextPP(src->secrets[i])));
-		bool		ok = src->scheme->verify(key, req);
+		bool		ok = src->scheme->verify(src->keys[i], req);
 
 		verify_release_all();
 		if (ok)
@@ -280,8 +420,8 @@ idem_webhook_receive(PG_FUNCTION_ARGS)
 
 	if (!receive_read_source(source, &src))
 		return receive_reject(fcinfo, "unknown_source");
-	if (!PG_ARGISNULL(3) && src.allowed_ips != NULL &&
-		!receive_ip_allowed(src.allowed_ips, PG_GETARG_DATUM(3)))
+	if (!PG_ARGISNULL(3) && src.nets != NULL &&
+		!receive_ip_allowed(&src, PG_GETARG_DATUM(3)))
 		return receive_reject(fcinfo, "ip");
 
 	req.payload = slice_of_text(PG_GETARG_TEXT_PP(1));
