@@ -42,7 +42,6 @@ typedef struct CanonicalSink
 void
 idem_sha256_init(IdemSha256 *h)
 {
-#if PG_VERSION_NUM >= 140000
 	h->ctx = pg_cryptohash_create(PG_SHA256);
 	if (h->ctx == NULL)
 		ereport(ERROR,
@@ -50,35 +49,24 @@ idem_sha256_init(IdemSha256 *h)
 				 errmsg("out of memory")));
 	if (pg_cryptohash_init(h->ctx) < 0)
 		idem_sha256_fail(h);
-#else
-	pg_sha256_init(&h->ctx);
-#endif
 }
 
 /* Add bytes to a SHA-256 computation */
 void
 idem_sha256_update(IdemSha256 *h, const void *data, size_t len)
 {
-#if PG_VERSION_NUM >= 140000
 	if (pg_cryptohash_update(h->ctx, (const uint8 *) data, len) < 0)
 		idem_sha256_fail(h);
-#else
-	pg_sha256_update(&h->ctx, (const uint8 *) data, len);
-#endif
 }
 
 /* Finish a SHA-256 computation into out[IDEM_SHA256_LEN] and free it */
 void
 idem_sha256_final(IdemSha256 *h, uint8 *out)
 {
-#if PG_VERSION_NUM >= 140000
 	if (pg_cryptohash_final(h->ctx, out, IDEM_SHA256_LEN) < 0)
 		idem_sha256_fail(h);
 	pg_cryptohash_free(h->ctx);
 	h->ctx = NULL;
-#else
-	pg_sha256_final(&h->ctx, out);
-#endif
 }
 
 /*
@@ -89,16 +77,10 @@ idem_sha256_final(IdemSha256 *h, uint8 *out)
 void
 idem_sha256_fail(IdemSha256 *h)
 {
-#if PG_VERSION_NUM >= 150000
 	ereport(ERROR,
 			(errcode(ERRCODE_INTERNAL_ERROR),
 			 errmsg("could not compute a SHA-256 hash: %s",
 					pg_cryptohash_error(h->ctx))));
-#else
-	ereport(ERROR,
-			(errcode(ERRCODE_INTERNAL_ERROR),
-			 errmsg("could not compute a SHA-256 hash")));
-#endif
 }
 
 /*
@@ -124,9 +106,6 @@ sha256_update_utf8(IdemSha256 *h, const char *s, int len)
 static void
 canonical_string(StringInfo buf, const char *s, int len, StringInfo scratch)
 {
-#if PG_VERSION_NUM >= 180000
-	escape_json_with_len(buf, s, len);
-#else
 	/*
 	 * escape_json wants a NUL-terminated string and jsonb's are not; a
 	 * reused scratch buffer avoids a palloc for every string.  jsonb
@@ -135,7 +114,6 @@ canonical_string(StringInfo buf, const char *s, int len, StringInfo scratch)
 	resetStringInfo(scratch);
 	appendBinaryStringInfo(scratch, s, len);
 	escape_json(buf, scratch->data);
-#endif
 }
 
 /* Write one scalar: string, number, boolean or null */

@@ -26,9 +26,7 @@ int			idem_purge_interval_secs = 60;
 int			idem_purge_batch_size = 10000;
 char	   *idem_database = NULL;
 
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
-#endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 void		_PG_init(void);
@@ -37,10 +35,8 @@ void		_PG_init(void);
 static void
 idem_shmem_request(void)
 {
-#if PG_VERSION_NUM >= 150000
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
-#endif
 	idem_stats_shmem_request();
 	idem_purge_worker_shmem_request();
 }
@@ -96,11 +92,7 @@ idem_define_settings(void)
 								   NULL,
 								   &idem_database, "postgres",
 								   PGC_POSTMASTER, 0, NULL, NULL, NULL);
-#if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("idem");
-#else
-	EmitWarningsOnPlaceholders("idem");
-#endif
 }
 
 /* Module load */
@@ -113,12 +105,8 @@ _PG_init(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
-#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = idem_shmem_request;
-#else
-	idem_shmem_request();
-#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = idem_shmem_startup;
 

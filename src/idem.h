@@ -7,6 +7,14 @@
 
 #include "postgres.h"
 
+/*
+ * idem is built and tested against PostgreSQL 15 only: the calls into the
+ * heap, index and JSON parser APIs below are those of 15.
+ */
+#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 160000
+#error "idem builds against PostgreSQL 15 only"
+#endif
+
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "storage/itemptr.h"
@@ -118,11 +126,7 @@ extern void idem_claim_memory_write(IdemClaim *claim);
  * Fingerprints, deterministic keys and ISO 4217 currencies (fingerprint.c,
  * payment_key.c, currency.c).  doc/fingerprints.md states the formats.
  */
-#if PG_VERSION_NUM >= 140000
 #include "common/cryptohash.h"
-#else
-#include "common/sha2.h"
-#endif
 #include "lib/stringinfo.h"
 #include "utils/jsonb.h"
 
@@ -130,11 +134,7 @@ extern void idem_claim_memory_write(IdemClaim *claim);
 
 typedef struct IdemSha256
 {
-#if PG_VERSION_NUM >= 140000
 	pg_cryptohash_ctx *ctx;
-#else
-	pg_sha256_ctx ctx;
-#endif
 } IdemSha256;
 
 extern void idem_sha256_init(IdemSha256 *h);

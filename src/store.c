@@ -838,14 +838,13 @@ idem_store_still_visible(IdemTable which, IdemRowVersion *version)
 
 /*
  * Add index entries for a new heap tuple.  With an update, modified says
- * which columns changed (to tell the index it may delete old duplicates);
- * only_summarizing limits a HOT update's entries to BRIN-like indexes.
+ * which columns changed (to tell the index it may delete old duplicates).
  * idem's tables take only plain indexes: an expression or partial index
  * that a DBA added is refused rather than left stale.
  */
 static void
 store_insert_index_entries(Relation heap, HeapTuple tup, bool update,
-						   Bitmapset *modified, bool only_summarizing)
+						   Bitmapset *modified)
 {
 	List	   *indexes = RelationGetIndexList(heap);
 	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(heap),
@@ -868,11 +867,7 @@ store_insert_index_entries(Relation heap, HeapTuple tup, bool update,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("idem cannot maintain index \"%s\"", RelationGetRelationName(ind)),
 					 errhint("Drop it: idem's tables take only plain indexes on columns.")));
-		if (!ii->ii_ReadyForInserts
-#if PG_VERSION_NUM >= 160000
-			|| (only_summarizing && !ii->ii_Summarizing)
-#endif
-			)
+		if (!ii->ii_ReadyForInserts)
 		{
 			index_close(ind, NoLock);
 			continue;
@@ -887,10 +882,7 @@ store_insert_index_entries(Relation heap, HeapTuple tup, bool update,
 		FormIndexDatum(ii, slot, NULL, values, isnull);
 		index_insert(ind, values, isnull, &tup->t_self, heap,
 					 ind->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
-#if PG_VERSION_NUM >= 140000
-					 unchanged,
-#endif
-					 ii);
+					 unchanged, ii);
 		index_close(ind, NoLock);
 	}
 	ExecDropSingleTupleTableSlot(slot);
@@ -905,7 +897,7 @@ idem_store_insert(IdemStore *st, Datum *values, bool *nulls)
 
 	heap_insert(st->heap, tup, GetCurrentCommandId(true), 0, NULL);
 	st->written = tup->t_self;
-	store_insert_index_entries(st->heap, tup, false, NULL, false);
+	store_insert_index_entries(st->heap, tup, false, NULL);
 	heap_freetuple(tup);
 	/* later calls of this transaction, even in this statement, see it */
 	CommandCounterIncrement();
@@ -944,27 +936,14 @@ idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 	LockTupleMode lockmode;
 	TM_Result	result;
 	bool		new_index_entries;
-	bool		only_summarizing = false;
 
 	/* values may point into the slot's buffer: it is released only now */
 	ExecClearTuple(st->slot);
 	st->found = false;
 
-#if PG_VERSION_NUM >= 160000
-	{
-		TU_UpdateIndexes update_indexes;
-
-		result = heap_update(st->heap, &otid, tup, GetCurrentCommandId(true),
-							 InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
-		new_index_entries = (update_indexes != TU_None);
-		/* a HOT update that changed a BRIN column: only those indexes */
-		only_summarizing = (update_indexes == TU_Summarizing);
-	}
-#else
 	result = heap_update(st->heap, &otid, tup, GetCurrentCommandId(true),
 						 InvalidSnapshot, true, &tmfd, &lockmode);
 	new_index_entries = !HeapTupleIsHeapOnly(tup);
-#endif
 	if (result == TM_Updated || result == TM_Deleted)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -977,7 +956,7 @@ idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 
 	st->written = tup->t_self;
 	if (new_index_entries)
-		store_insert_index_entries(st->heap, tup, true, modified, only_summarizing);
+		store_insert_index_entries(st->heap, tup, true, modified);
 	bms_free(modified);
 	heap_freetuple(tup);
 	CommandCounterIncrement();

@@ -237,18 +237,6 @@ typedef struct AdyenParse
 	AdyenValue	wrapped[ADYEN_NFIELDS]; /* the wrapped object as the item */
 } AdyenParse;
 
-/*
- * The semantic actions return void up to PostgreSQL 15 and an error code
- * from 16 on.
- */
-#if PG_VERSION_NUM >= 160000
-#define JSON_ACTION JsonParseErrorType
-#define JSON_ACTION_DONE return JSON_SUCCESS
-#else
-#define JSON_ACTION void
-#define JSON_ACTION_DONE return
-#endif
-
 /* The field at path[first..depth] (the item's members from first), or -1 */
 static int
 adyen_field_at(AdyenParse *p, int first)
@@ -328,34 +316,31 @@ adyen_container_start(AdyenParse *p, AdyenKind kind)
 }
 
 /* An object starts */
-static JSON_ACTION
+static void
 adyen_object_start(void *state)
 {
 	adyen_container_start(state, ADYEN_OBJECT);
-	JSON_ACTION_DONE;
 }
 
 /* An array starts */
-static JSON_ACTION
+static void
 adyen_array_start(void *state)
 {
 	adyen_container_start(state, ADYEN_ARRAY);
-	JSON_ACTION_DONE;
 }
 
 /*
  * A container ends.  Shared by the parses of this file: the state of each
  * starts with its depth.
  */
-static JSON_ACTION
+static void
 json_container_end(void *state)
 {
 	(*(int *) state)--;
-	JSON_ACTION_DONE;
 }
 
 /* A member of an object starts: its name is the path at this depth */
-static JSON_ACTION
+static void
 adyen_field_start(void *state, char *fname, bool isnull)
 {
 	AdyenParse *p = state;
@@ -368,11 +353,10 @@ adyen_field_start(void *state, char *fname, bool isnull)
 	}
 	if (p->depth < lengthof(p->path))
 		p->path[p->depth] = fname;
-	JSON_ACTION_DONE;
 }
 
 /* A member ends: its name is no longer needed */
-static JSON_ACTION
+static void
 adyen_field_end(void *state, char *fname, bool isnull)
 {
 	AdyenParse *p = state;
@@ -380,22 +364,20 @@ adyen_field_end(void *state, char *fname, bool isnull)
 	if (p->depth < lengthof(p->path))
 		p->path[p->depth] = NULL;
 	pfree(fname);
-	JSON_ACTION_DONE;
 }
 
 /* An array element starts: no name in the path */
-static JSON_ACTION
+static void
 adyen_element_start(void *state, bool isnull)
 {
 	AdyenParse *p = state;
 
 	if (p->depth < lengthof(p->path))
 		p->path[p->depth] = NULL;
-	JSON_ACTION_DONE;
 }
 
 /* A scalar: kept if it is one of the fields, freed otherwise */
-static JSON_ACTION
+static void
 adyen_scalar(void *state, char *token, JsonTokenType type)
 {
 	AdyenKind	kind;
@@ -409,7 +391,6 @@ adyen_scalar(void *state, char *token, JsonTokenType type)
 	if (!adyen_note(state, kind, kind == ADYEN_NULL ? NULL : token) &&
 		token != NULL)
 		pfree(token);
-	JSON_ACTION_DONE;
 }
 
 /*
@@ -472,14 +453,9 @@ json_parse_quietly(Slice json, JsonSemAction *sem)
 
 	if (json.len > PG_INT32_MAX || !json_safe_to_parse(json, ADYEN_MAX_DEPTH))
 		return false;
-#if PG_VERSION_NUM >= 170000
-	lex = makeJsonLexContextCstringLen(NULL, json.data, json.len,
-									   GetDatabaseEncoding(), true);
-#else
 	lex = makeJsonLexContextCstringLen(unconstify(char *, json.data),
 									   (int) json.len,
 									   GetDatabaseEncoding(), true);
-#endif
 	return pg_parse_json(lex, sem) == JSON_SUCCESS;
 }
 
@@ -532,34 +508,31 @@ member_enter(MemberSearch *m, bool is_object)
 }
 
 /* An object starts */
-static JSON_ACTION
+static void
 member_object_start(void *state)
 {
 	member_enter(state, true);
-	JSON_ACTION_DONE;
 }
 
 /* An array starts */
-static JSON_ACTION
+static void
 member_array_start(void *state)
 {
 	member_enter(state, false);
-	JSON_ACTION_DONE;
 }
 
 /* A member starts: is it, at the root, the one sought? */
-static JSON_ACTION
+static void
 member_field_start(void *state, char *fname, bool isnull)
 {
 	MemberSearch *m = state;
 
 	if (m->depth == 1)
 		m->at_member = strcmp(fname, m->name) == 0;
-	JSON_ACTION_DONE;
 }
 
 /* A scalar: kept if it is the member sought */
-static JSON_ACTION
+static void
 member_scalar(void *state, char *token, JsonTokenType type)
 {
 	MemberSearch *m = state;
@@ -569,7 +542,6 @@ member_scalar(void *state, char *token, JsonTokenType type)
 		m->count++;
 		m->text = type == JSON_TOKEN_STRING ? token : NULL;
 	}
-	JSON_ACTION_DONE;
 }
 
 /* What may follow a number or a literal in JSON */

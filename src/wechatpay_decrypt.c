@@ -130,9 +130,6 @@ plaintext_jsonb(char *plain, size_t len)
 	char	   *str;
 	JsonLexContext *lex;
 	JsonParseErrorType parsed;
-#if PG_VERSION_NUM >= 170000
-	JsonLexContext lex_data;
-#endif
 
 	if (!pg_verify_mbstr(PG_UTF8, plain, (int) len, true))
 		return NULL;
@@ -141,19 +138,11 @@ plaintext_jsonb(char *plain, size_t len)
 		verify_track(str, release_cstring);
 
 	/* the server's JSON parser, which reports a syntax error instead of raising it */
-#if PG_VERSION_NUM >= 170000
-	lex = makeJsonLexContextCstringLen(&lex_data, str, strlen(str),
-									   GetDatabaseEncoding(), true);
-#else
 	lex = makeJsonLexContextCstringLen(str, strlen(str), GetDatabaseEncoding(), true);
-#endif
 	parsed = pg_parse_json(lex, &nullSemAction);
 	/* the lexer's copy of the last string it read */
 	if (lex->strval != NULL)
 		explicit_bzero(lex->strval->data, lex->strval->maxlen);
-#if PG_VERSION_NUM >= 170000
-	freeJsonLexContext(lex);
-#endif
 	if (parsed != JSON_SUCCESS)
 		return NULL;
 	return DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(str)));
