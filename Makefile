@@ -6,13 +6,23 @@ MODULE_big = idem
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 DATA = $(sort $(wildcard idem--*.sql))
 
-# pg_regress: sql/ and expected/; isolation specs: test/specs and test/expected.
-# Both start their own server with idem preloaded (as pg_cron does).
+# make installcheck runs three kinds of tests, each against servers of its
+# own started from the binaries in $(bindir) (pg_config's, where make
+# install put idem; test/run.sh passes its private tree's):
+#   pg_regress            sql/*.sql with expected/
+#   pg_isolation_regress  test/specs/*.spec with test/expected/
+#   prove                 test/t/*.pl (PROVE_TESTS=test/t/NNN_x.pl picks some)
+# The regression and isolation servers run with test/idem.conf (idem
+# preloaded, as pg_cron's tests do).  Outputs, servers and logs go below
+# IDEM_BUILD: regress/, isolation/, tap/.
+IDEM_BUILD ?= $(CURDIR)/tmp_check
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
-REGRESS_OPTS = --temp-instance=./tmp_check/regress --temp-config=./test/idem.conf
+REGRESS_OPTS = --temp-instance=$(IDEM_BUILD)/regress-instance \
+	--outputdir=$(IDEM_BUILD)/regress --temp-config=./test/idem.conf
 ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
-ISOLATION_OPTS = --inputdir=./test --outputdir=./tmp_check/isolation_out \
-	--temp-instance=./tmp_check/isolation --temp-config=./test/idem.conf
+ISOLATION_OPTS = --inputdir=./test --outputdir=$(IDEM_BUILD)/isolation \
+	--temp-instance=$(IDEM_BUILD)/isolation-instance --temp-config=./test/idem.conf
+TAP_TESTS = 1
 
 PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -I$(srcdir)/src
@@ -45,9 +55,30 @@ endif
 $(OBJS) $(OBJS:.o=.bc): $(wildcard src/*.h) src/.flavour
 
 # pg_regress makes its --temp-instance directories, but not their parent.
-installcheck: | tmp_check
-tmp_check:
+installcheck: | $(IDEM_BUILD)
+$(IDEM_BUILD):
 	@mkdir -p $@
+
+# PGXS's prove_installcheck, for idem's layout: the TAP files are in
+# test/t with their helpers, TESTDIR is $(IDEM_BUILD)/tap, and instead of
+# emptying all of tmp_check (where test/run.sh keeps its private server
+# tree) it removes only what an earlier run of the same files left: data
+# directories (the test library refuses to reuse them) and logs (server
+# logs are appended to, and tests read them).
+define prove_installcheck
+echo "+++ tap install-check +++" && \
+cd $(srcdir) && \
+$(MKDIR_P) '$(IDEM_BUILD)/tap' && \
+for t in $(or $(PROVE_TESTS),test/t/*.pl); do \
+	n=`basename $$t .pl`; \
+	rm -rf '$(IDEM_BUILD)'/tap/tmp_check/t_$${n}_*_data \
+		'$(IDEM_BUILD)'/tap/tmp_check/log/regress_log_$$n \
+		'$(IDEM_BUILD)'/tap/tmp_check/log/$${n}_*.log; \
+done && \
+   TESTDIR='$(IDEM_BUILD)/tap' PATH="$(bindir):$$PATH" PGPORT='6$(DEF_PGPORT)' \
+   PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
+   $(PROVE) $(PG_PROVE_FLAGS) -I test $(PROVE_FLAGS) $(or $(PROVE_TESTS),test/t/*.pl)
+endef
 
 # deps: install the packages that are missing; test: every test against
 # scratch servers (CI=1 makes warnings errors); demo: see README.md;

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# make test: install what is missing, build idem (warnings are errors when CI
-# is set), then run every test against scratch servers started here:
+# make test: install what is missing, build idem with its assertions on
+# (warnings are errors when CI is set) into a private copy of the server
+# tree, then run every test through `make installcheck` against that tree,
+# one step at a time:
 #   pg_regress           sql/*.sql          against expected/*.out
 #   pg_isolation_regress test/specs/*.spec  against test/expected/*.out
-#   prove                test/t/*.pl        (PostgreSQL::Test::Cluster)
+#   prove                test/t/*.pl        (PostgreSQL::Test::Cluster), one
+#                                           `make installcheck` per file
+# Each step has a time limit, so a file that hangs is one failure and the
+# others still run.
 # Counting: one per regression test, one per isolation spec, one per TAP file
 # (a file passes when all its assertions do), and the build counts as one
 # failure when it breaks.  The last line is "N passed, M failed"; the exit
@@ -83,23 +88,31 @@ count_results() {
 	done
 }
 
-# Run one pg_regress-style suite: $1 label, $2 driver, $3 input dir (holding
-# the tests and expected/), $4 database, then the test names.
+# `make installcheck` as the server's user, stopped after $1 seconds, with
+# the make variables that follow; only the kind of test they name runs (the
+# Makefile lists every test; the caller names the ones to run), and the
+# servers come from the private tree.  The status is make's, or 124 when the
+# time limit stopped it.
+installcheck() {
+	local limit=$1
+	shift
+	as_server_user timeout -k 20 "$limit" \
+		make -s --no-print-directory -C "$IDEM_ROOT" installcheck \
+		PG_CONFIG="$PG_CONFIG" bindir="$IDEM_BINDIR" IDEM_BUILD="$IDEM_BUILD" \
+		REGRESS= ISOLATION= TAP_TESTS= "$@"
+}
+
+# Run one pg_regress-style suite through make installcheck: $1 its label
+# (where the Makefile writes it: $IDEM_BUILD/$1), $2 its make variable
+# (REGRESS or ISOLATION), then the test names.
 run_suite() {
-	local label=$1 driver=$2 inputdir=$3 dbname=$4 out=$IDEM_BUILD/$1 rc
-	shift 4
+	local label=$1 var=$2 out=$IDEM_BUILD/$1 rc
+	shift 2
 	echo ""
 	echo "== $label: $# test(s) =="
 	rm -rf "$out" "$out-instance"
 	as_server_user mkdir -p "$out"
-	as_server_user timeout -k 20 "$(step_limit 900)" "$driver" \
-		--bindir="$IDEM_BINDIR" \
-		--temp-instance="$out-instance" \
-		--temp-config=test/idem.conf \
-		--inputdir="$inputdir" \
-		--outputdir="$out" \
-		--dbname="$dbname" \
-		"$@" 2>&1 | tee "$out.log"
+	installcheck "$(step_limit 900)" "$var=$*" 2>&1 | tee "$out.log"
 	rc=${PIPESTATUS[0]}
 	[ "$rc" = 124 ] && echo "$label: stopped after its time limit"
 	stop_leftover "$out-instance/data"
@@ -114,8 +127,9 @@ run_suite() {
 	fi
 }
 
-# Run each TAP file on its own, so that one that dies or hangs is one failure
-# and the others still run.
+# Run each TAP file on its own (make installcheck with PROVE_TESTS naming
+# it), so that one that dies or hangs is one failure and the others still
+# run.
 run_tap() {
 	local out=$IDEM_BUILD/tap t name rc log srclog
 	echo ""
@@ -125,12 +139,7 @@ run_tap() {
 	for t in "$@"; do
 		name=$(basename "$t" .pl)
 		log=$out/$name.prove.log
-		as_server_user env \
-			PATH="$IDEM_BINDIR:$PATH" \
-			TESTDIR="$out" \
-			PG_REGRESS="$PGXS_SRC/test/regress/pg_regress" \
-			timeout -k 20 "$(step_limit 600)" \
-			prove -v -I "$PGXS_SRC/test/perl" -I "$IDEM_ROOT" -I "$IDEM_ROOT/test" "$t" >"$log" 2>&1
+		installcheck "$(step_limit 600)" TAP_TESTS=1 PROVE_TESTS="$t" PROVE_FLAGS=-v >"$log" 2>&1
 		rc=$?
 		if [ "$rc" = 0 ]; then
 			passed=$((passed + 1))
@@ -168,19 +177,17 @@ if ! idem_private_install; then
 	failures+=("build")
 	finish
 fi
-PGXS_SRC=$(dirname "$("$PG_CONFIG" --pgxs)")/..
 echo "built with assertions; installed privately in $IDEM_PRIVATE"
 
 mapfile -t regress < <(for f in sql/*.sql; do [ -f "$f" ] && basename "$f" .sql; done | sort)
 mapfile -t specs < <(for f in test/specs/*.spec; do [ -f "$f" ] && basename "$f" .spec; done | sort)
 mapfile -t taps < <(for f in test/t/*.pl; do [ -f "$f" ] && echo "$f"; done | sort)
 
-# Database names as `make installcheck` uses them.
 if [ ${#regress[@]} -gt 0 ]; then
-	run_suite regress "$PGXS_SRC/test/regress/pg_regress" . contrib_regression "${regress[@]}"
+	run_suite regress REGRESS "${regress[@]}"
 fi
 if [ ${#specs[@]} -gt 0 ]; then
-	run_suite isolation "$PGXS_SRC/test/isolation/pg_isolation_regress" test isolation_regression "${specs[@]}"
+	run_suite isolation ISOLATION "${specs[@]}"
 fi
 if [ ${#taps[@]} -gt 0 ]; then
 	run_tap "${taps[@]}"
