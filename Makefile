@@ -1,6 +1,9 @@
 # idem: build with PGXS.  `make demo` and `make test` set up everything they need.
 EXTENSION = idem
-EXTVERSION = 1.3
+# The version CREATE EXTENSION installs: idem.control's default_version.
+# META.json and debian/changelog carry it too (test/t/115_debian_package.pl
+# fails when they disagree).
+EXTVERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))idem.control)
 
 MODULE_big = idem
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
