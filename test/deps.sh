@@ -2,9 +2,10 @@
 # Install what building and testing idem needs, and only what is missing:
 # the PostgreSQL server, its headers and PGXS, pgcrypto (contrib), pg_cron,
 # the Perl modules of the TAP tests, OpenSSL's headers (idem links libcrypto)
-# and command line (the tests make keys and certificates with it) and a C
-# compiler.  Debian and Ubuntu packages; `apt-get update` runs only
-# when something has to be installed.
+# and command line (the tests make keys and certificates with it), a C
+# compiler, and dpkg-dev, debhelper and postgresql-server-dev-all (pg_buildext)
+# to build the Debian package.  Debian and Ubuntu packages; `apt-get update`
+# runs only when something has to be installed.
 # The monitoring tests add prometheus-sql-exporter, and prometheus for
 # promtool (it brings the Prometheus server too, which Debian starts as a
 # service where services run).
@@ -47,6 +48,11 @@ want openssl command -v openssl
 # monitoring/: the real exporter (test/t/111) and promtool (test/t/112)
 want prometheus-sql-exporter command -v prometheus-sql-exporter
 want prometheus command -v promtool
+# dpkg-buildpackage, debhelper and pg_buildext: the Debian package (debian/,
+# test/t/115_debian_package.pl)
+want dpkg-dev command -v dpkg-buildpackage
+want debhelper command -v dh
+want postgresql-server-dev-all test -f /usr/share/postgresql-common/pgxs_debian_control.mk
 want make command -v make
 want gcc command -v gcc
 
