@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what building and testing idem needs, and only what is missing:
 # the PostgreSQL server, its headers and PGXS, pgcrypto (contrib), pg_cron,
+# PL/Proxy (the router of the sharding test),
 # the Perl modules of the TAP tests, OpenSSL's headers (idem links libcrypto)
 # and command line (the tests make keys and certificates with it), a C
 # compiler, and dpkg-dev, debhelper and postgresql-server-dev-all (pg_buildext)
@@ -53,6 +54,8 @@ want prometheus command -v promtool
 want dpkg-dev command -v dpkg-buildpackage
 want debhelper command -v dh
 want postgresql-server-dev-all test -f /usr/share/postgresql-common/pgxs_debian_control.mk
+# PL/Proxy: the router in front of the shards of test/t/116_plproxy.pl
+want "postgresql-$PG_MAJOR-plproxy" test -f "$PGSHARE/extension/plproxy.control"
 want make command -v make
 want gcc command -v gcc
 
