@@ -2,6 +2,7 @@
 # Install what building and testing idem needs, and only what is missing:
 # the PostgreSQL server, its headers and PGXS, pgcrypto (contrib), pg_cron,
 # PL/Proxy (the router of the sharding test),
+# pg_auto_failover (its monitor's extension and pg_autoctl),
 # the Perl modules of the TAP tests, OpenSSL's headers (idem links libcrypto)
 # and command line (the tests make keys and certificates with it), a C
 # compiler, and dpkg-dev, debhelper and postgresql-server-dev-all (pg_buildext)
@@ -56,6 +57,9 @@ want debhelper command -v dh
 want postgresql-server-dev-all test -f /usr/share/postgresql-common/pgxs_debian_control.mk
 # PL/Proxy: the router in front of the shards of test/t/116_plproxy.pl
 want "postgresql-$PG_MAJOR-plproxy" test -f "$PGSHARE/extension/plproxy.control"
+# pg_auto_failover: the monitor's extension and pg_autoctl, for the failover test
+want "postgresql-$PG_MAJOR-auto-failover" test -f "$PGSHARE/extension/pgautofailover.control"
+want pg-auto-failover-cli command -v pg_autoctl
 want make command -v make
 want gcc command -v gcc
 
