@@ -14,9 +14,11 @@
 #   SELECT count(*) FROM generate_series(1, n)
 #   WHERE idem_webhook_verify(scheme, secret, payload, headers, '1 day')
 # (n chosen in the warm-up so that a run takes about BENCH_SECONDS), then
-# runs openssl speed -elapsed rsa2048 ed25519 for BENCH_SECONDS each; the
-# report gives the medians over the rounds and the ratio of idem's RSA rates
-# to openssl's rsa2048 verify rate (the issue's target: at least 0.8).
+# runs openssl speed rsa2048 ed25519 for BENCH_SECONDS each, once timed by
+# the clock (-elapsed) and once by its CPU time; the report gives the
+# medians over the rounds and the ratios of idem's RSA rates to openssl's
+# rsa2048 verify rate, by the clock and by CPU time (the target: at least
+# 0.8).
 #
 # Settings (environment):
 #   BENCH_SECONDS   seconds per run of each scheme and of openssl (2; quick: 1)
@@ -112,9 +114,11 @@ run_scheme() {
 
 # openssl speed on the same CPU: prints "rsa2048_verify_per_s ed25519_verify_per_s"
 # (its -mr lines: +F2:<n>:<bits>:<sign/s>:<verify/s>, and for EdDSA
-# +F6:<n>:<bits>:<name>:<sign/s>:<verify/s>)
+# +F6:<n>:<bits>:<name>:<sign/s>:<verify/s>).  With "-elapsed" the rates are
+# per second of the clock; without, per second of openssl's own CPU time,
+# which a busy machine disturbs less (compare with idem per CPU second).
 run_openssl() {
-	"${PIN[@]}" openssl speed -elapsed -mr -seconds "$SECONDS_PER_RUN" rsa2048 ed25519 2>/dev/null |
+	"${PIN[@]}" openssl speed "$@" -mr -seconds "$SECONDS_PER_RUN" rsa2048 ed25519 2>/dev/null |
 		awk -F: '/^\+F2:/ && $3 == 2048 { rsa = $5 }
 			/^\+F6:/ && $4 == "Ed25519" { ed = $6 }
 			END { printf "%.1f %.1f\n", rsa, ed }'
@@ -141,9 +145,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$name" "${CALLS[$name]}" "$secs" "$cpu" "$per_s" >>"$RAW"
 		log "round $r/$ROUNDS $name: $per_s verifications/s (${CALLS[$name]} in ${secs}s, CPU ${cpu}s)"
 	done <<<"$SCHEMES"
-	read -r rsa ed < <(run_openssl)
+	read -r rsa ed < <(run_openssl -elapsed)
 	printf '%s\topenssl_rsa2048\t\t\t\t%s\n%s\topenssl_ed25519\t\t\t\t%s\n' "$r" "$rsa" "$r" "$ed" >>"$RAW"
-	log "round $r/$ROUNDS openssl speed: rsa2048 $rsa verify/s, ed25519 $ed verify/s"
+	read -r crsa ced < <(run_openssl)
+	printf '%s\topenssl_rsa2048_cpu\t\t\t\t%s\n%s\topenssl_ed25519_cpu\t\t\t\t%s\n' "$r" "$crsa" "$r" "$ced" >>"$RAW"
+	log "round $r/$ROUNDS openssl speed: rsa2048 $rsa verify/s ($crsa per CPU second), ed25519 $ed verify/s ($ced per CPU second)"
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -171,6 +177,8 @@ cpu_rate() {
 
 OSSL_RSA=$(median openssl_rsa2048)
 OSSL_ED=$(median openssl_ed25519)
+OSSL_RSA_CPU=$(median openssl_rsa2048_cpu)
+OSSL_ED_CPU=$(median openssl_ed25519_cpu)
 MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 {
 	echo "# idem signature verification: results"
@@ -186,27 +194,35 @@ MODEL=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 	fi
 	echo "- $ROUNDS interleaved rounds, about ${SECONDS_PER_RUN}s per run; medians"
 	echo
-	echo "| scheme | idem verifications/s | idem per CPU second | openssl speed verify/s | idem / openssl |"
-	echo "|---|---:|---:|---:|---:|"
+	echo "| scheme | idem verifications/s | openssl speed verify/s | idem / openssl | idem per CPU second | openssl per CPU second | idem / openssl, CPU |"
+	echo "|---|---:|---:|---:|---:|---:|---:|"
 	while read -r name kind; do
 		[ -n "$name" ] || continue
 		m=$(median "$name")
+		c=$(cpu_rate "$name")
 		case $kind in
-			rsa_*) o=$OSSL_RSA; what="rsa2048" ;;
-			ed25519) o=$OSSL_ED; what="ed25519" ;;
-			*) o=; what= ;;
+			rsa_*) o=$OSSL_RSA; oc=$OSSL_RSA_CPU; what="rsa2048" ;;
+			ed25519) o=$OSSL_ED; oc=$OSSL_ED_CPU; what="ed25519" ;;
+			*) o=; oc=; what= ;;
 		esac
 		q=$(awk -v a="$m" -v b="$o" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
-		printf '| %s | %.0f | %.0f | %s | %s |\n' "$name" "$m" "$(cpu_rate "$name")" \
-			"${o:+$(printf '%.0f' "$o") ($what)}" "${q:--}"
+		qc=$(awk -v a="$c" -v b="$oc" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
+		printf '| %s | %.0f | %s | %s | %.0f | %s | %s |\n' "$name" "$m" \
+			"${o:+$(printf '%.0f' "$o") ($what)}" "${q:--}" "$c" \
+			"${oc:+$(printf '%.0f' "$oc")}" "${qc:--}"
 	done <<<"$SCHEMES"
 	echo
 	for name in alipay wechatpay; do
-		if awk -v a="$(median "$name")" -v b="$OSSL_RSA" 'BEGIN { exit !(a / b >= 0.8) }'; then
-			echo "- $name / openssl rsa2048 verify: target ≥ 0.8 met"
+		wall=$(awk -v a="$(median "$name")" -v b="$OSSL_RSA" 'BEGIN { printf "%.2f", a / b }')
+		cpu=$(awk -v a="$(cpu_rate "$name")" -v b="$OSSL_RSA_CPU" 'BEGIN { printf "%.2f", a / b }')
+		if awk -v w="$wall" -v c="$cpu" 'BEGIN { exit !(w >= 0.8 && c >= 0.8) }'; then
+			verdict=met
+		elif awk -v w="$wall" -v c="$cpu" 'BEGIN { exit !(w < 0.8 && c < 0.8) }'; then
+			verdict=missed
 		else
-			echo "- $name / openssl rsa2048 verify: target ≥ 0.8 missed"
+			verdict="undecided (the clock and the CPU disagree: a busy machine; run again)"
 		fi
+		echo "- $name / openssl rsa2048 verify: $wall by the clock, $cpu by CPU time; target ≥ 0.8 $verdict"
 	done
 } >"$RESULTS"
 
