@@ -85,8 +85,8 @@ endef
 
 # deps: install the packages that are missing; test: every test against
 # scratch servers (CI=1 makes warnings errors); demo: see README.md;
-# bench, bench-verify: see doc/performance.md.
-.PHONY: test demo deps bench bench-verify
+# bench, bench-verify, bench-seeds: see doc/performance.md.
+.PHONY: test demo deps bench bench-verify bench-seeds
 deps:
 	@bash test/deps.sh
 test:
@@ -97,3 +97,5 @@ bench:
 	@bash bench/run.sh
 bench-verify:
 	@bash bench/verify.sh
+bench-seeds:
+	@bash bench/seeds/run.sh
