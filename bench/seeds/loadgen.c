@@ -403,6 +403,23 @@ redis_run(Client *c, const char *fmt, ...)
 	return r;
 }
 
+/*
+ * Did a command fail: no reply (Redis unreachable), or an error reply
+ * (LOADING while Redis reads its append-only file after a restart, say),
+ * which a client library raises as an exception?  The reply is freed then.
+ */
+static bool
+redis_failed(Client *c, redisReply *r)
+{
+	if (r == NULL)
+		return true;
+	if (r->type != REDIS_REPLY_ERROR)
+		return false;
+	snprintf(c->errmsg, sizeof(c->errmsg), "redis: %s", r->str);
+	freeReplyObject(r);
+	return true;
+}
+
 /* --- the payment and the designs ----------------------------------------- */
 
 /* The call to the gateway: slow for a share of the calls */
@@ -444,14 +461,14 @@ try_redis(Client *c, int64_t n, const char *account, const char *amount, int64_t
 	int64_t		id;
 
 	r = redis_run(c, "SET %s PROCESSING NX EX %d", c->key, opt.ttl);
-	if (r == NULL)
+	if (redis_failed(c, r))
 		return OUT_RETRY;
 	if (r->type == REDIS_REPLY_NIL)
 	{
 		/* taken: replay, or told "processing" */
 		freeReplyObject(r);
 		r = redis_run(c, "GET %s", c->key);
-		if (r == NULL)
+		if (redis_failed(c, r))
 			return OUT_RETRY;
 		if (r->type == REDIS_REPLY_STRING && strncmp(r->str, "SUCCESS:", 8) == 0)
 		{
@@ -486,7 +503,7 @@ try_redis(Client *c, int64_t n, const char *account, const char *amount, int64_t
 	}
 	committed();
 	r = redis_run(c, "SET %s SUCCESS:%" PRId64 " EX 86400", c->key, id);
-	if (r == NULL)
+	if (redis_failed(c, r))
 		return OUT_RETRY;		/* the caller gets an error, and retries */
 	freeReplyObject(r);
 	*charge = id;

@@ -202,8 +202,10 @@ redis_start() {
 		fi
 	} >"$REDIS_DIR/redis.conf"
 	as_server_user redis-server "$REDIS_DIR/redis.conf"
-	for ((i = 0; i < 100; i++)); do
-		redis-cli -p "$REDIS_PORT" PING >/dev/null 2>&1 && break
+	# up once it answers PONG: while it reads its append-only file it
+	# answers LOADING
+	for ((i = 0; i < 1200; i++)); do
+		[ "$(redis-cli -p "$REDIS_PORT" PING 2>/dev/null)" = PONG ] && break
 		sleep 0.05
 	done
 	REDIS_PID=$(cat "$REDIS_DIR/redis.pid")
