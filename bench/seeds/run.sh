@@ -377,6 +377,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	run_round "$r" "$SECONDS_RUN"
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+# the faults run on the loopback: stop the delay, which prints how late it was
+if [ -n "$NFQ_PID" ]; then
+	kill "$NFQ_PID" 2>/dev/null || true
+	wait "$NFQ_PID" 2>/dev/null || true
+	NFQ_PID=
+fi
 
 # check <design> <prefix>: the check line of loadgen for keys <prefix>-*
 check() {
@@ -532,7 +538,7 @@ ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (x > 0 && y > 0) printf "%.2f", x 
 	if [ -z "$RTT_NET" ]; then
 		echo "- **no injected round trip**: network namespaces or the delay were not available here"
 	else
-		echo "- delay: $(tail -n 1 "$SEEDS_DIR/nfqdelay.log" 2>/dev/null)"
+		echo "- the delay program at its end: $(tail -n 1 "$SEEDS_DIR/nfqdelay.log" 2>/dev/null)"
 	fi
 	echo
 	for place in $PLACES; do
@@ -543,7 +549,7 @@ ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (x > 0 && y > 0) printf "%.2f", x 
 		fi
 		echo
 		echo "Medians over the rounds. CPU per request: PostgreSQL's backends, redis-server,"
-		echo "the load generator${NFQ_PID:+, and (with the round trip) the delay}, in microseconds."
+		echo "the load generator$([ "$place" = rtt ] && echo ", and the delay program"), in microseconds."
 		echo
 		echo "| design | req/s | p50 ms | p99 ms | p99 ms, new payments | PostgreSQL CPU µs | Redis CPU µs | client CPU µs |$([ "$place" = rtt ] && echo ' delay CPU µs |')"
 		echo "|---|---:|---:|---:|---:|---:|---:|---:|$([ "$place" = rtt ] && echo '---:|')"
@@ -598,7 +604,7 @@ ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (x > 0 && y > 0) printf "%.2f", x 
 } >"$SEEDS_DIR/chart.dat"
 if command -v gnuplot >/dev/null; then
 	gnuplot <<EOF 2>>"$SEEDS_DIR/gnuplot.log" || log "gnuplot failed: see $SEEDS_DIR/gnuplot.log"
-set terminal pngcairo size 1100,460 font ",10"
+set terminal pngcairo size 1100,460 font ",10" noenhanced
 set output "$CHART"
 set multiplot layout 1,2 title "One payment, $CLIENTS clients, synchronous_commit on ($(date -u +%Y-%m-%d))"
 set style data histograms
@@ -607,7 +613,8 @@ set style fill solid 0.8 border -1
 set boxwidth 0.9
 set xtics rotate by -30 nomirror
 set grid ytics
-set key top left
+set yrange [0:*]
+set key below horizontal
 set title "throughput (requests/s, higher is better)"
 plot "$SEEDS_DIR/chart.dat" using 2:xtic(1) title "loopback", '' using 4 title "+1 ms round trip"
 set title "p99 latency (ms, lower is better)"
