@@ -3,7 +3,9 @@
 -- round trip and one transaction.  What each status returns, and that a
 -- failure anywhere inside leaves nothing behind.  one_statement_race.spec
 -- has the concurrent retries.
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS idem;
+RESET client_min_messages;
 
 CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0));
 INSERT INTO accounts VALUES (7, 1000), (9, 50);
