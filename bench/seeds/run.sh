@@ -118,7 +118,7 @@ if [ "$QUICK" = 1 ]; then
 	SECONDS_RUN=${SEEDS_SECONDS:-2}
 	ROUNDS=${SEEDS_ROUNDS:-1}
 	WARMUP=0
-	FAULT_SECONDS=3
+	FAULT_SECONDS=2
 	FAULT_TTL=${SEEDS_FAULT_TTL:-1}
 	KILL_CYCLES=1
 	# the faults' designs: the Redis lock, and idem as each fault needs it
