@@ -43,6 +43,7 @@ NS_CLI=idem-seeds-cli-$$
 SRV_ADDR=10.203.17.1
 CLI_ADDR=10.203.17.2
 
+# A progress line on standard error, with the seconds since the start
 log() { echo "seeds [$SECONDS s]: $*" >&2; }
 
 # --- outside: packages, namespaces, then this script again inside ---------
@@ -524,6 +525,7 @@ round_ratios() {
 			printf "%.2f to %.2f", lo, hi
 		}' "$RAW"
 }
+# x / y with two decimals, or n/a
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (x > 0 && y > 0) printf "%.2f", x / y; else print "n/a" }'; }
 
 {
