@@ -11,6 +11,9 @@
 # The monitoring tests add prometheus-sql-exporter, and prometheus for
 # promtool (it brings the Prometheus server too, which Debian starts as a
 # service where services run).
+# and command line (the tests make keys and certificates with it), pgbouncer
+# (the connection pooler test) and a C compiler.  Debian and Ubuntu
+# packages; `apt-get update` runs only when something has to be installed.
 # As root it installs; otherwise it uses sudo, or prints the command to run.
 set -uo pipefail
 
@@ -60,6 +63,8 @@ want "postgresql-$PG_MAJOR-plproxy" test -f "$PGSHARE/extension/plproxy.control"
 # pg_auto_failover: the monitor's extension and pg_autoctl, for the failover test
 want "postgresql-$PG_MAJOR-auto-failover" test -f "$PGSHARE/extension/pgautofailover.control"
 want pg-auto-failover-cli command -v pg_autoctl
+# pgbouncer: test/t/110_pgbouncer.pl runs idem behind a real one
+want pgbouncer test -x /usr/sbin/pgbouncer
 want make command -v make
 want gcc command -v gcc
 
