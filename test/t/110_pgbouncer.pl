@@ -58,6 +58,7 @@ END $$;
 SELECT idem_webhook_source_set('stripe', 'stripe', ARRAY['whsec_pooler_test']);
 });
 
+# Run SQL on the node directly, not through pgbouncer
 sub sql { return $node->safe_psql('postgres', $_[0]); }
 
 # --- pgbouncer ---------------------------------------------------------------
@@ -284,6 +285,7 @@ for my $line (map { split /\n/ } @out)
 	$lines++;
 	$retried++ if $try > 1;
 }
+note('storm: ' . ($retried // 0) . ' payments needed more than one try');
 is($lines, $CLIENTS * $KEYS, 'storm: every client paid every key');
 is($status{claimed}, $KEYS, 'storm: one claimed per key');
 is($status{completed}, ($CLIENTS - 1) * $KEYS, 'storm: every other attempt replayed completed');
