@@ -85,8 +85,8 @@ endef
 
 # deps: install the packages that are missing; test: every test against
 # scratch servers (CI=1 makes warnings errors); demo: see README.md;
-# bench, bench-verify, bench-seeds: see doc/performance.md.
-.PHONY: test demo deps bench bench-verify bench-seeds
+# bench, bench-verify, bench-seeds, soak: see doc/performance.md.
+.PHONY: test demo deps bench bench-verify bench-seeds soak
 deps:
 	@bash test/deps.sh
 test:
@@ -99,3 +99,5 @@ bench-verify:
 	@bash bench/verify.sh
 bench-seeds:
 	@bash bench/seeds/run.sh
+soak:
+	@bash bench/soak.sh
