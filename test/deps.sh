@@ -1,19 +1,16 @@
 #!/usr/bin/env bash
 # Install what building and testing idem needs, and only what is missing:
 # the PostgreSQL server, its headers and PGXS, pgcrypto (contrib), pg_cron,
-# PL/Proxy (the router of the sharding test),
-# pg_auto_failover (its monitor's extension and pg_autoctl),
 # the Perl modules of the TAP tests, OpenSSL's headers (idem links libcrypto)
 # and command line (the tests make keys and certificates with it), a C
-# compiler, and dpkg-dev, debhelper and postgresql-server-dev-all (pg_buildext)
-# to build the Debian package.  Debian and Ubuntu packages; `apt-get update`
-# runs only when something has to be installed.
-# The monitoring tests add prometheus-sql-exporter, and prometheus for
-# promtool (it brings the Prometheus server too, which Debian starts as a
-# service where services run).
-# and command line (the tests make keys and certificates with it), pgbouncer
-# (the connection pooler test) and a C compiler.  Debian and Ubuntu
-# packages; `apt-get update` runs only when something has to be installed.
+# compiler; and the real components the tests run idem behind: pgbouncer
+# (the connection pooler test), prometheus-sql-exporter and prometheus (for
+# promtool; it brings the Prometheus server too, which Debian starts as a
+# service where services run), pg_auto_failover (its monitor's extension
+# and pg_autoctl), PL/Proxy (the router of the sharding test), and dpkg-dev,
+# debhelper and postgresql-server-dev-all (pg_buildext) to build the Debian
+# package.  Debian and Ubuntu packages; `apt-get update` runs only when
+# something has to be installed.
 # As root it installs; otherwise it uses sudo, or prints the command to run.
 set -uo pipefail
 
