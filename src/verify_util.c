@@ -642,16 +642,18 @@ read_pubkey(const unsigned char **pp, long len)
 }
 
 /*
- * Public keys and certificates made in earlier calls, by kind and DER bytes.
- * OpenSSL 3.0 reads a certificate, and a public key of another type than
- * RSA, through a chain of decoders that costs several times a signature
- * check, and a fresh RSA key computes its Montgomery constants on first
- * use: a backend that verifies a gateway's notifications all day keeps its
- * few keys here instead.  Only public material is kept, never a secret (a
- * certificate in a form is public too, and at most VERIFY_CACHE_ENTRIES are
- * kept: a sender can only make the cache forget).  Each entry holds one
- * reference to its object; a call that uses it takes another, which the
- * call's end releases like any object the call made.
+ * Public keys and certificates made in earlier calls, kept in two tables
+ * of the same kind: by their DER bytes (der_cache) and by the text of the
+ * PEM block they were read from (pem_cache, below).  OpenSSL 3.0 reads a
+ * certificate, and a public key of another type than RSA, through a chain
+ * of decoders that costs several times a signature check, and a fresh RSA
+ * key computes its Montgomery constants on first use: a backend that
+ * verifies a gateway's notifications all day keeps its few keys here
+ * instead.  Only public material is kept, never a secret (a certificate in
+ * a form is public too, and each table has a fixed number of entries: a
+ * sender can only make the cache forget).  Each entry holds one reference
+ * to its object; a call that uses it takes another, which the call's end
+ * releases like any object the call made.
  */
 #define VERIFY_CACHE_ENTRIES	32
 
@@ -662,20 +664,20 @@ typedef enum DerKind
 	DER_X509					/* a certificate */
 } DerKind;
 
-typedef struct CachedDer
+typedef struct CachedObject
 {
 	void	   *object;			/* EVP_PKEY or X509; NULL: a free entry */
 	DerKind		kind;
-	uint32		hash;
-	long		len;
-	unsigned char *der;			/* in TopMemoryContext */
+	uint32		hash;			/* of bytes (0 in pem_cache, which compares them) */
+	size_t		len;
+	char	   *bytes;			/* what it was read from, in TopMemoryContext */
 	uint64		used;			/* when it was last used, to evict the oldest */
 	EVP_PKEY_CTX *verifier;		/* set up to verify with the RSA key and ... */
 	int			verifier_md;	/* ... this digest, for verify_signature */
-} CachedDer;
+} CachedObject;
 
-static CachedDer der_cache[VERIFY_CACHE_ENTRIES];
-static uint64 der_cache_clock = 0;
+static CachedObject der_cache[VERIFY_CACHE_ENTRIES];
+static uint64 cache_clock = 0;
 
 /* Drop one reference to a cached object of that kind */
 static void
@@ -695,6 +697,66 @@ der_object_ref(DerKind kind, void *object)
 		X509_up_ref((X509 *) object);
 	else
 		EVP_PKEY_up_ref((EVP_PKEY *) object);
+}
+
+/*
+ * The entry of a table of n that holds the object read from exactly these
+ * bytes, marked as used; NULL if there is none
+ */
+static CachedObject *
+cache_find(CachedObject *cache, int n, const char *bytes, size_t len, uint32 hash)
+{
+	for (int i = 0; i < n; i++)
+	{
+		CachedObject *e = &cache[i];
+
+		if (e->object != NULL && e->hash == hash && e->len == len &&
+			memcmp(e->bytes, bytes, len) == 0)
+		{
+			e->used = ++cache_clock;
+			return e;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Keep a reference to object, read from these bytes, in a table of n, in
+ * place of its free or least recently used entry; if memory allows (a
+ * failure only skips the cache)
+ */
+static void
+cache_add(CachedObject *cache, int n, const char *bytes, size_t len,
+		  uint32 hash, DerKind kind, void *object)
+{
+	CachedObject *victim = &cache[0];
+	char	   *copy;
+
+	for (int i = 0; i < n; i++)
+	{
+		CachedObject *e = &cache[i];
+
+		if (e->object == NULL || (victim->object != NULL && e->used < victim->used))
+			victim = e;
+	}
+	copy = MemoryContextAllocExtended(TopMemoryContext, len, MCXT_ALLOC_NO_OOM);
+	if (copy == NULL)
+		return;
+	if (victim->object != NULL)
+	{
+		der_object_free(victim->kind, victim->object);
+		pfree(victim->bytes);
+		EVP_PKEY_CTX_free(victim->verifier);
+		victim->verifier = NULL;
+	}
+	memcpy(copy, bytes, len);
+	der_object_ref(kind, object);
+	victim->object = object;
+	victim->kind = kind;
+	victim->hash = hash;
+	victim->len = len;
+	victim->bytes = copy;
+	victim->used = ++cache_clock;
 }
 
 /* Parse DER of that kind, all of it; a new object, or NULL */
@@ -723,53 +785,26 @@ der_parse(DerKind kind, const unsigned char *der, long len)
 /*
  * The object of exactly these DER bytes, from the cache or parsed now and
  * cached: a reference that is the caller's; NULL if the bytes are not one.
+ * The same bytes read as another kind are another entry: the hash covers
+ * the kind too.
  */
 static void *
 der_object(DerKind kind, const unsigned char *der, long len)
 {
-	uint32		hash = hash_bytes(der, (int) len);
-	CachedDer  *victim = &der_cache[0];
+	uint32		hash = hash_combine(hash_bytes(der, (int) len), (uint32) kind);
+	CachedObject *hit = cache_find(der_cache, VERIFY_CACHE_ENTRIES,
+								   (const char *) der, len, hash);
 	void	   *object;
-	unsigned char *copy;
 
-	for (int i = 0; i < VERIFY_CACHE_ENTRIES; i++)
+	if (hit != NULL && hit->kind == kind)
 	{
-		CachedDer  *e = &der_cache[i];
-
-		if (e->object != NULL && e->kind == kind && e->hash == hash &&
-			e->len == len && memcmp(e->der, der, len) == 0)
-		{
-			e->used = ++der_cache_clock;
-			der_object_ref(kind, e->object);
-			return e->object;
-		}
-		if (e->object == NULL || (victim->object != NULL && e->used < victim->used))
-			victim = e;
+		der_object_ref(kind, hit->object);
+		return hit->object;
 	}
-
 	object = der_parse(kind, der, len);
-	if (object == NULL)
-		return NULL;
-	/* cache it if memory allows: a failure here only skips the cache */
-	copy = MemoryContextAllocExtended(TopMemoryContext, len, MCXT_ALLOC_NO_OOM);
-	if (copy == NULL)
-		return object;
-	if (victim->object != NULL)
-	{
-		der_object_free(victim->kind, victim->object);
-		pfree(victim->der);
-		EVP_PKEY_CTX_free(victim->verifier);
-		victim->verifier = NULL;
-	}
-	memcpy(copy, der, len);
-	victim->kind = kind;
-	victim->hash = hash;
-	victim->len = len;
-	victim->der = copy;
-	victim->used = ++der_cache_clock;
-	victim->object = object;
-	/* the cache's reference, and the caller's */
-	der_object_ref(kind, object);
+	if (object != NULL)
+		cache_add(der_cache, VERIFY_CACHE_ENTRIES, (const char *) der, len,
+				  hash, kind, object);
 	return object;
 }
 
@@ -831,17 +866,7 @@ find_line_start(Slice s, const char *prefix)
  */
 #define PEM_CACHE_ENTRIES	16
 
-typedef struct CachedPem
-{
-	void	   *object;			/* EVP_PKEY or X509; NULL: a free entry */
-	DerKind		kind;
-	size_t		len;
-	char	   *text;			/* in TopMemoryContext */
-	uint64		used;			/* when it was last used, to evict the oldest */
-} CachedPem;
-
-static CachedPem pem_cache[PEM_CACHE_ENTRIES];
-static uint64 pem_cache_clock = 0;
+static CachedObject pem_cache[PEM_CACHE_ENTRIES];
 
 /* The label of the blocks of a kind of object */
 static const char *
@@ -898,54 +923,6 @@ pem_block_extent(const char *begin, size_t len)
 	return nl != NULL ? (size_t) (nl + 1 - begin) : len;
 }
 
-/* A block of these exact bytes read before: its entry, or NULL */
-static CachedPem *
-pem_cache_find(const char *text, size_t len)
-{
-	for (int i = 0; i < PEM_CACHE_ENTRIES; i++)
-	{
-		CachedPem  *e = &pem_cache[i];
-
-		if (e->object != NULL && e->len == len && memcmp(e->text, text, len) == 0)
-		{
-			e->used = ++pem_cache_clock;
-			return e;
-		}
-	}
-	return NULL;
-}
-
-/* Keep a block's text with a reference to its object, if memory allows */
-static void
-pem_cache_add(const char *text, size_t len, DerKind kind, void *object)
-{
-	CachedPem  *victim = &pem_cache[0];
-	char	   *copy;
-
-	for (int i = 0; i < PEM_CACHE_ENTRIES; i++)
-	{
-		CachedPem  *e = &pem_cache[i];
-
-		if (e->object == NULL || (victim->object != NULL && e->used < victim->used))
-			victim = e;
-	}
-	copy = MemoryContextAllocExtended(TopMemoryContext, len, MCXT_ALLOC_NO_OOM);
-	if (copy == NULL)
-		return;
-	if (victim->object != NULL)
-	{
-		der_object_free(victim->kind, victim->object);
-		pfree(victim->text);
-	}
-	memcpy(copy, text, len);
-	der_object_ref(kind, object);
-	victim->object = object;
-	victim->kind = kind;
-	victim->len = len;
-	victim->text = copy;
-	victim->used = ++pem_cache_clock;
-}
-
 /*
  * Read the next PEM block of *rest and advance *rest past its END line.
  * block->before is the text between the start of *rest and the block's
@@ -966,7 +943,7 @@ verify_pem_next(Slice *rest, VerifyPemBlock *block)
 	const char *begin = find_line_start(*rest, "-----BEGIN ");
 	size_t		len;
 	size_t		extent;
-	CachedPem  *hit;
+	CachedObject *hit;
 	BIO		   *bio;
 	char	   *name = NULL;
 	char	   *header = NULL;
@@ -991,7 +968,8 @@ verify_pem_next(Slice *rest, VerifyPemBlock *block)
 		return VERIFY_PEM_MALFORMED;
 
 	extent = pem_block_extent(begin, len);
-	if (extent > 0 && (hit = pem_cache_find(begin, extent)) != NULL)
+	if (extent > 0 &&
+		(hit = cache_find(pem_cache, PEM_CACHE_ENTRIES, begin, extent, 0)) != NULL)
 	{
 		kind = hit->kind;
 		object = hit->object;
@@ -1041,7 +1019,7 @@ verify_pem_next(Slice *rest, VerifyPemBlock *block)
 		if (!ok)
 			return VERIFY_PEM_MALFORMED;
 		if (object != NULL && consumed == extent)
-			pem_cache_add(begin, extent, kind, object);
+			cache_add(pem_cache, PEM_CACHE_ENTRIES, begin, extent, 0, kind, object);
 	}
 
 	if (object != NULL && kind == DER_X509)
@@ -1053,30 +1031,36 @@ verify_pem_next(Slice *rest, VerifyPemBlock *block)
 	return VERIFY_PEM_BLOCK;
 }
 
+/* The entry of a table of n whose object is, or holds, key; or NULL */
+static CachedObject *
+cache_entry_of_key(CachedObject *cache, int n, EVP_PKEY *key)
+{
+	for (int i = 0; i < n; i++)
+	{
+		CachedObject *e = &cache[i];
+
+		if (e->object != NULL &&
+			(e->kind == DER_X509 ? X509_get0_pubkey((X509 *) e->object) : (EVP_PKEY *) e->object) == key)
+			return e;
+	}
+	return NULL;
+}
+
 /*
  * A key context set up to verify RSA PKCS#1 v1.5 signatures over digests of
- * md with key: a new one (new_ctx set), or one kept with the key in the
- * cache, made on first use.  NULL when OpenSSL cannot set one up.  Setting
+ * md with key: a new one (new_ctx set), or one kept with the key in either
+ * table of the cache, made on first use.  NULL when OpenSSL cannot set one up.  Setting
  * one up fetches the signature algorithm and hands the key to its provider;
  * a kept one is used again as it is, as openssl speed does.
  */
 static EVP_PKEY_CTX *
 rsa_verifier(EVP_PKEY *key, const EVP_MD *md, bool *new_ctx)
 {
-	CachedDer  *entry = NULL;
+	CachedObject *entry = cache_entry_of_key(der_cache, VERIFY_CACHE_ENTRIES, key);
 	EVP_PKEY_CTX *ctx;
 
-	for (int i = 0; i < VERIFY_CACHE_ENTRIES; i++)
-	{
-		CachedDer  *e = &der_cache[i];
-
-		if (e->object != NULL &&
-			(e->kind == DER_X509 ? X509_get0_pubkey((X509 *) e->object) : (EVP_PKEY *) e->object) == key)
-		{
-			entry = e;
-			break;
-		}
-	}
+	if (entry == NULL)
+		entry = cache_entry_of_key(pem_cache, PEM_CACHE_ENTRIES, key);
 	if (entry != NULL && entry->verifier != NULL &&
 		entry->verifier_md == EVP_MD_get_type(md))
 	{
