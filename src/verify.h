@@ -104,6 +104,8 @@ typedef struct VerifyMacKey VerifyMacKey;
 extern VerifyMacKey *verify_mac_key(const uint8 *key, size_t len);
 extern void verify_mac(const VerifyMacKey *key, const Slice *parts, int nparts,
 					   uint8 *mac);
+extern unsigned int verify_digest(const EVP_MD *md, const Slice *parts,
+								  int nparts, unsigned char *out);
 extern EVP_PKEY *verify_public_key(Slice der);
 extern bool verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 							 int nparts, const uint8 *sig, size_t siglen);

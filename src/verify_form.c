@@ -405,8 +405,8 @@ unionpay_verify(void *k, const VerifyRequest *req)
 		return false;
 
 	content = form_signed_string(&form, skip, false);
-	if (EVP_Digest(content.data, content.len, digest, &digestlen,
-				   EVP_sha256(), NULL) != 1)
+	digestlen = verify_digest(EVP_sha256(), &content, 1, digest);
+	if (digestlen == 0)
 		return false;
 	for (unsigned int i = 0; i < digestlen; i++)
 	{

@@ -1093,8 +1093,8 @@ rsa_verifier(EVP_PKEY *key, const EVP_MD *md, bool *new_ctx)
  * backend, and each digest is fetched from its provider once: a context
  * made, or a digest fetched, for every call costs a tenth of an RSA check.
  */
-static unsigned int
-digest_parts(const EVP_MD *md, const Slice *parts, int nparts, unsigned char *out)
+unsigned int
+verify_digest(const EVP_MD *md, const Slice *parts, int nparts, unsigned char *out)
 {
 	static EVP_MD_CTX *ctx = NULL;
 	static EVP_MD *fetched[2] = {NULL, NULL};
@@ -1120,7 +1120,6 @@ digest_parts(const EVP_MD *md, const Slice *parts, int nparts, unsigned char *ou
 	return ok ? len : 0;
 }
 
-
 /*
  * Does sig sign the concatenated parts under key?  md is the digest of an
  * RSA (PKCS#1 v1.5) signature, or NULL for Ed25519, which signs the message
@@ -1140,7 +1139,7 @@ verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 	if (md != NULL && EVP_PKEY_get_base_id(key) == EVP_PKEY_RSA)
 	{
 		unsigned char dgst[EVP_MAX_MD_SIZE];
-		unsigned int dlen = digest_parts(md, parts, nparts, dgst);
+		unsigned int dlen = verify_digest(md, parts, nparts, dgst);
 		bool		new_ctx;
 		EVP_PKEY_CTX *pctx = dlen > 0 ? rsa_verifier(key, md, &new_ctx) : NULL;
 
