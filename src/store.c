@@ -609,14 +609,14 @@ static void
 store_take_row(IdemStore *st)
 {
 	bool		isnull;
-	TransactionId xmin;
 
 	slot_getallattrs(st->slot);
 	st->values = st->slot->tts_values;
 	st->nulls = st->slot->tts_isnull;
 	st->found = true;
-	xmin = DatumGetTransactionId(slot_getsysattr(st->slot, MinTransactionIdAttributeNumber, &isnull));
-	st->own = TransactionIdIsCurrentTransactionId(xmin);
+	st->xmin = DatumGetTransactionId(slot_getsysattr(st->slot, MinTransactionIdAttributeNumber,
+													 &isnull));
+	st->own = TransactionIdIsCurrentTransactionId(st->xmin);
 }
 
 /*
@@ -741,12 +741,9 @@ idem_store_fetch_visible(IdemStore *st, text *a, text *b)
 void
 idem_store_row_version(IdemStore *st, IdemRowVersion *version)
 {
-	bool		isnull;
-
 	Assert(st->found);
 	version->tid = st->slot->tts_tid;
-	version->xmin = DatumGetTransactionId(slot_getsysattr(st->slot, MinTransactionIdAttributeNumber,
-														 &isnull));
+	version->xmin = st->xmin;
 	version->filenode = st->heap->rd_node.relNode;
 	version->checked = checked[st->which];
 	version->recent = InvalidBuffer;

@@ -76,7 +76,8 @@ typedef struct IdemStore
 	SnapshotData dirty;			/* its snapshot */
 	TupleTableSlot *slot;
 	bool		found;
-	bool		own;			/* the row was written by this transaction */
+	TransactionId xmin;			/* the transaction that wrote the found row */
+	bool		own;			/* ... is this one */
 	Datum	   *values;			/* the found row, deformed (slot memory) */
 	bool	   *nulls;
 	ItemPointerData written;	/* where the last insert or update put the row */
