@@ -544,6 +544,15 @@ member_scalar(void *state, char *token, JsonTokenType type)
 	}
 }
 
+/* Past the JSON whitespace (space, tab, newline, carriage return) at p */
+static inline const char *
+json_skip_space(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
 /* What may follow a number or a literal in JSON */
 static inline bool
 json_delimiter(const char *p, const char *end)
@@ -649,8 +658,7 @@ json_member_fast(Slice json, const char *name, Slice *value)
 	{
 		char		c;
 
-		while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-			p++;
+		p = json_skip_space(p, end);
 		if (p == end)
 			return state == S_AFTER && depth == 0 && root_is_object && found == 1;
 		c = *p;
@@ -671,8 +679,7 @@ json_member_fast(Slice json, const char *name, Slice *value)
 			case S_KEY_OR_CLOSE:
 				if (c != '"' || !json_plain_string(&p, end, &s))
 					return false;
-				while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-					p++;
+				p = json_skip_space(p, end);
 				if (p == end || *p != ':')
 					return false;
 				p++;
