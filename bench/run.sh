@@ -87,6 +87,7 @@ webhook_idem         webhook_idem.sql    off webhook
 webhook_plpgsql      webhook_plpgsql.sql off webhook
 receive_idem         receive_idem.sql    off receive
 receive_app          receive_app.sql     off receive
+receive_app2         receive_app2.sql    off receive
 "
 
 log() { echo "bench: $*" >&2; }
@@ -159,8 +160,8 @@ load_idem replay "
 	END \$\$;"
 load_idem webhook "SELECT count(idem_webhook('stripe', i::text)) FROM generate_series(1, $KEYS) i;"
 # Signed Stripe deliveries: the source 'recv' for idem_webhook_receive, the
-# same secret passed by receive_app, which records under 'recv_app'.  Each has
-# the ids evt_1 .. evt_$KEYS seen before.
+# same secret passed by receive_app and receive_app2, which record under
+# 'recv_app' and 'recv_app2'.  Each has the ids evt_1 .. evt_$KEYS seen before.
 # bench.stripe_delivery(e) is the delivery of event evt_<e> as it arrives: the
 # body and its Stripe-Signature, signed now with pgcrypto.  It is a SQL
 # function the planner inlines (STABLE, not strict, returning a set), so a
@@ -178,7 +179,8 @@ load_idem receive "
 	\$\$;
 	SELECT idem_webhook_source_set('recv', 'stripe', ARRAY['whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH'],
 		allowed_ips => ARRAY['192.0.2.0/24', '198.51.100.0/24']::cidr[]);
-	SELECT count(idem_webhook('recv', 'evt_' || i)), count(idem_webhook('recv_app', 'evt_' || i))
+	SELECT count(idem_webhook('recv', 'evt_' || i)), count(idem_webhook('recv_app', 'evt_' || i)),
+	       count(idem_webhook('recv_app2', 'evt_' || i))
 	FROM generate_series(1, $KEYS) i;"
 $PSQL -d bench -c "VACUUM ANALYZE" -c "CHECKPOINT"
 
@@ -317,6 +319,7 @@ CHECKS=$($PSQL -d bench -At -F ' | ' -c "
 		UNION ALL SELECT 'webhook_idem', 'completed' FROM idem.webhooks WHERE source = 'stripe'
 		UNION ALL SELECT 'receive_idem', 'completed' FROM idem.webhooks WHERE source = 'recv'
 		UNION ALL SELECT 'receive_app', 'completed' FROM idem.webhooks WHERE source = 'recv_app'
+		UNION ALL SELECT 'receive_app2', 'completed' FROM idem.webhooks WHERE source = 'recv_app2'
 		UNION ALL SELECT 'webhook_plpgsql', 'completed' FROM plpgsql_idem.webhooks
 	), kc AS (
 		SELECT variant, count(*) FILTER (WHERE state = 'completed') - $KEYS AS done,
@@ -454,7 +457,8 @@ noise_note() {
 		replay_idem replay_plpgsql 1.2
 		replay_idem replay_select -
 		webhook_idem webhook_plpgsql 1.1
-		receive_idem receive_app 1.0
+		receive_idem receive_app2 1.0
+		receive_idem receive_app -
 	EOF
 	echo
 	echo "Checks: every committed transaction completed its key (or recorded its"

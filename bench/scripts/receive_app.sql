@@ -1,9 +1,10 @@
--- signed Stripe delivery, half of them duplicates: what an application does
--- without a source: it passes the secret, verifies, and records the event
--- id it read from the body (here given, not parsed, as the application
--- would parse it in its own process).  The same deliveries as
--- receive_idem.sql; the default tolerance, 5 minutes, as the source's.
--- An unverified delivery returns no row, so pgbench fails.
+-- signed Stripe delivery, half of them duplicates: the two calls an
+-- application makes without a source, folded by hand into one statement (the
+-- least it can spend on them).  It passes the secret, verifies, and records
+-- the event id it read from the body (here given, not parsed, as the
+-- application would parse it in its own process).  The same deliveries as
+-- receive_idem.sql; the default tolerance, 5 minutes, as the source's.  An
+-- unverified delivery returns no row, so pgbench fails.
 \set n :n + 1
 \set e CASE WHEN random(0, 1) = 1 THEN random(1, :events) ELSE random(1, 90000000) * 100000000000 + :client_id * 1000000000 + :n END
 BEGIN;
