@@ -86,6 +86,7 @@ replay_select        replay_select.sql   off replay
 webhook_idem         webhook_idem.sql    off webhook
 webhook_plpgsql      webhook_plpgsql.sql off webhook
 receive_idem         receive_idem.sql    off receive
+receive_idem_list    receive_idem_list.sql off receive
 receive_app          receive_app.sql     off receive
 receive_app2         receive_app2.sql    off receive
 "
@@ -159,9 +160,10 @@ load_idem replay "
 		END LOOP;
 	END \$\$;"
 load_idem webhook "SELECT count(idem_webhook('stripe', i::text)) FROM generate_series(1, $KEYS) i;"
-# Signed Stripe deliveries: the source 'recv' for idem_webhook_receive, the
-# same secret passed by receive_app and receive_app2, which record under
-# 'recv_app' and 'recv_app2'.  Each has the ids evt_1 .. evt_$KEYS seen before.
+# Signed Stripe deliveries: the sources 'recv' and 'recv_list' for
+# idem_webhook_receive, the same secret passed by receive_app and receive_app2,
+# which record under 'recv_app' and 'recv_app2'.  Each has the ids
+# evt_1 .. evt_$KEYS seen before.
 # bench.stripe_delivery(e) is the delivery of event evt_<e> as it arrives: the
 # body and its Stripe-Signature, signed now with pgcrypto.  It is a SQL
 # function the planner inlines (STABLE, not strict, returning a set), so a
@@ -177,11 +179,11 @@ load_idem receive "
 		             '\"data\":{\"object\":{\"id\":\"pi_3OE2sL\",\"amount\":2000,\"currency\":\"usd\"}}}' AS p,
 		             extract(epoch FROM now())::bigint::text AS t) s
 	\$\$;
-	SELECT idem_webhook_source_set('recv', 'stripe', ARRAY['whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH'],
-		allowed_ips => ARRAY['192.0.2.0/24', '198.51.100.0/24']::cidr[]);
-	SELECT count(idem_webhook('recv', 'evt_' || i)), count(idem_webhook('recv_app', 'evt_' || i)),
-	       count(idem_webhook('recv_app2', 'evt_' || i))
-	FROM generate_series(1, $KEYS) i;"
+	SELECT idem_webhook_source_set(s, 'stripe', ARRAY['whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH'],
+		allowed_ips => ARRAY['192.0.2.0/24', '198.51.100.0/24']::cidr[])
+	FROM unnest(ARRAY['recv', 'recv_list']) s;
+	SELECT count(idem_webhook(s, 'evt_' || i))
+	FROM unnest(ARRAY['recv', 'recv_list', 'recv_app', 'recv_app2']) s, generate_series(1, $KEYS) i;"
 $PSQL -d bench -c "VACUUM ANALYZE" -c "CHECKPOINT"
 
 # --- runs --------------------------------------------------------------------
@@ -318,6 +320,7 @@ CHECKS=$($PSQL -d bench -At -F ' | ' -c "
 		UNION ALL SELECT 'bare', state FROM bare.keys
 		UNION ALL SELECT 'webhook_idem', 'completed' FROM idem.webhooks WHERE source = 'stripe'
 		UNION ALL SELECT 'receive_idem', 'completed' FROM idem.webhooks WHERE source = 'recv'
+		UNION ALL SELECT 'receive_idem_list', 'completed' FROM idem.webhooks WHERE source = 'recv_list'
 		UNION ALL SELECT 'receive_app', 'completed' FROM idem.webhooks WHERE source = 'recv_app'
 		UNION ALL SELECT 'receive_app2', 'completed' FROM idem.webhooks WHERE source = 'recv_app2'
 		UNION ALL SELECT 'webhook_plpgsql', 'completed' FROM plpgsql_idem.webhooks
@@ -459,6 +462,8 @@ noise_note() {
 		webhook_idem webhook_plpgsql 1.1
 		receive_idem receive_app2 1.0
 		receive_idem receive_app -
+		receive_idem_list receive_app2 1.0
+		receive_idem_list receive_app -
 	EOF
 	echo
 	echo "Checks: every committed transaction completed its key (or recorded its"
