@@ -52,7 +52,7 @@ BEGIN
         -- 1. Genuine, from Stripe's addresses, and new?  A rejected delivery
         --    wrote nothing; a duplicate was handled by the delivery that
         --    recorded it.
-        SELECT * INTO delivery FROM idem_webhook_receive('stripe', payload, headers, client_ip);
+        delivery := idem_webhook_receive('stripe', payload, headers, client_ip);
         IF delivery.status = 'rejected' THEN
             http_status := 400; outcome := 'rejected: ' || delivery.reason;
             RETURN;

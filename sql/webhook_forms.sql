@@ -320,7 +320,7 @@ BEGIN
     -- a savepoint: a notification for another application is taken back
     BEGIN
         -- 1. Genuine, and new?  notify_id stays the same on every resend.
-        SELECT * INTO delivery FROM idem_webhook_receive('alipay', body, '{}', client_ip);
+        delivery := idem_webhook_receive('alipay', body, '{}', client_ip);
         IF delivery.status = 'rejected' THEN
             http_status := 400; answer := 'failure'; outcome := 'rejected: ' || delivery.reason;
             RETURN;
@@ -390,7 +390,7 @@ BEGIN
     -- a savepoint: a notification for another merchant is taken back
     BEGIN
         -- 1. Genuine, and new?  queryId stays the same on every resend.
-        SELECT * INTO delivery FROM idem_webhook_receive('unionpay', body, '{}', client_ip);
+        delivery := idem_webhook_receive('unionpay', body, '{}', client_ip);
         IF delivery.status = 'rejected' THEN
             http_status := 400; answer := 'rejected'; outcome := 'rejected: ' || delivery.reason;
             RETURN;

@@ -476,7 +476,7 @@ BEGIN
         -- 1. Genuine, and new?  A bad signature, WeChat Pay's probes
         --    included, is rejected, never an error.  The notification's id
         --    is the same on every retry.
-        SELECT * INTO delivery FROM idem_webhook_receive('wechatpay', payload, headers, client_ip);
+        delivery := idem_webhook_receive('wechatpay', payload, headers, client_ip);
         IF delivery.status = 'rejected' THEN
             http_status := 401; outcome := 'rejected: ' || delivery.reason;
             answer := '{"code": "FAIL", "message": "rejected"}';
