@@ -353,6 +353,27 @@ SELECT status FROM idem_webhook_receive('r-github', :'gh_payload',
 ROLLBACK;
 SELECT status FROM idem_webhook_receive('r-github', :'gh_payload',
     jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', 'rolled-back'));
+-- the select-list form of doc/webhooks.md: new, then duplicate, one record
+SELECT (r).status, (r).event_id, (r).reason
+FROM (SELECT idem_webhook_receive('r-github', :'gh_payload',
+          jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig',
+                             'X-GitHub-Delivery', 'form-list')) AS r OFFSET 0) s;
+SELECT (r).status, (r).event_id, (r).reason
+FROM (SELECT idem_webhook_receive('r-github', :'gh_payload',
+          jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig',
+                             'X-GitHub-Delivery', 'form-list')) AS r OFFSET 0) s;
+SELECT event_id, count(*) FROM idem.webhooks
+WHERE source = 'r-github' AND event_id = 'form-list' GROUP BY 1;
+-- kept whole by OFFSET 0, it runs once for its three columns (each call of
+-- a forged delivery is counted); (f(...)).* runs it once per column, as
+-- doc/webhooks.md warns
+SELECT webhooks_rejected AS rejected_before FROM idem_stats WHERE datname = current_database() \gset
+SELECT (r).status, (r).event_id, (r).reason
+FROM (SELECT idem_webhook_receive('r-github', 'forged', '{}') AS r OFFSET 0) s;
+SELECT webhooks_rejected - :rejected_before AS calls FROM idem_stats WHERE datname = current_database();
+SELECT webhooks_rejected AS rejected_before FROM idem_stats WHERE datname = current_database() \gset
+SELECT (idem_webhook_receive('r-github', 'forged', '{}')).*;
+SELECT webhooks_rejected - :rejected_before AS calls FROM idem_stats WHERE datname = current_database();
 -- read-only transactions are refused
 BEGIN READ ONLY;
 SELECT pg_temp.err($$SELECT idem_webhook_receive('r-github', 'p', '{}')$$);
