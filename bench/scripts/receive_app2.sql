@@ -1,10 +1,10 @@
--- signed Stripe delivery, half of them duplicates: the endpoint doc/webhooks.md
--- showed before sources, two statements in the handler's transaction.  The
--- first verifies with the secret the application passes; the second records
--- the event id the application read from the body (given, not parsed, as in
--- receive_app.sql).  The same deliveries as receive_idem.sql; the default
--- tolerance, 5 minutes, as the source's.  An unverified delivery returns no
--- row, so pgbench fails.
+-- signed Stripe delivery, half of them duplicates: the endpoint of
+-- doc/webhooks.md that verifies without a source, two statements in the
+-- handler's transaction.  The first verifies with the secret the
+-- application passes; the second records the event id the application read
+-- from the body (given, not parsed, as in receive_app.sql).  The same
+-- deliveries as receive_idem.sql; the default tolerance, 5 minutes, as the
+-- source's.  An unverified delivery returns no row, so pgbench fails.
 \set n :n + 1
 \set e CASE WHEN random(0, 1) = 1 THEN random(1, :events) ELSE random(1, 90000000) * 100000000000 + :client_id * 1000000000 + :n END
 BEGIN;
