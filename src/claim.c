@@ -179,7 +179,7 @@ claim_fresh(IdemStore *st, IdemFetch fetched, text *scope, text *key,
 	MemoryContext oldcontext = MemoryContextSwitchTo(TopTransactionContext);
 
 	claim->token = token;
-	claim->fingerprint = fp != NULL ? (bytea *) PG_DETOAST_DATUM_COPY(fp) : NULL;
+	claim->fingerprint = fp != NULL ? (bytea *) PG_DETOAST_DATUM_COPY(PointerGetDatum(fp)) : NULL;
 	claim->created_at = now;
 	claim->lease_until = lease_until;
 	claim->expires_at = Max(expires_at, lease_until);

@@ -464,7 +464,7 @@ idem_claim_memory_written(IdemClaim *claim, IdemStore *st)
 		claim->written_by = GetCurrentSubTransactionId();
 	}
 	claim->tid = st->written;
-	claim->filenode = st->heap->rd_node.relNode;
+	claim->filenode = IDEM_REL_FILENUMBER(st->heap);
 }
 
 /* How many key locks this transaction's pending claims hold */

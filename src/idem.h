@@ -7,13 +7,8 @@
 
 #include "postgres.h"
 
-/*
- * idem is built and tested against PostgreSQL 15 only: the calls into the
- * heap, index and JSON parser APIs below are those of 15.
- */
-#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 160000
-#error "idem builds against PostgreSQL 15 only"
-#endif
+/* the differences between the server versions idem builds against */
+#include "compat.h"
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
@@ -140,7 +135,7 @@ typedef struct IdemSha256
 extern void idem_sha256_init(IdemSha256 *h);
 extern void idem_sha256_update(IdemSha256 *h, const void *data, size_t len);
 extern void idem_sha256_final(IdemSha256 *h, uint8 *out);
-extern void idem_sha256_fail(IdemSha256 *h) pg_attribute_noreturn();
+pg_noreturn extern void idem_sha256_fail(IdemSha256 *h);
 extern void idem_canonical_append(StringInfo buf, Jsonb *jb);
 extern void idem_fingerprint_jsonb(Jsonb *jb, uint8 *out);
 extern void idem_key_hex(int nparts, const char *const *parts, const int *lens,

@@ -58,7 +58,7 @@ purge_table(IdemTable which, TimestampTz now, int64 limit)
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	ScanKeyInit(&skey, 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE,
 				TimestampTzGetDatum(now));
-	scan = index_beginscan(st.heap, index, snapshot, 1, 0);
+	scan = idem_index_beginscan(st.heap, index, snapshot, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	while (deleted < limit && index_getnext_slot(scan, ForwardScanDirection, st.slot))
 	{

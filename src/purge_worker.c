@@ -61,8 +61,8 @@
 #define IDEM_BATCH_NO_EXTENSION		(-1)
 #define IDEM_BATCH_FAILED			(-2)
 
-PGDLLEXPORT void idem_purge_launcher_main(Datum main_arg) pg_attribute_noreturn();
-PGDLLEXPORT void idem_purge_worker_main(Datum main_arg) pg_attribute_noreturn();
+pg_noreturn PGDLLEXPORT void idem_purge_launcher_main(Datum main_arg);
+pg_noreturn PGDLLEXPORT void idem_purge_worker_main(Datum main_arg);
 
 /*
  * What passes remember across worker processes: whether "waiting for

@@ -577,7 +577,7 @@ idem_store_lock_held(IdemTable which, text *a, text *b)
 	LOCKTAG		tag;
 
 	store_locktag(&tag, which, a, b);
-	return LockHeldByMe(&tag, ExclusiveLock);
+	return idem_lock_held_by_me(&tag, ExclusiveLock);
 }
 
 /*
@@ -636,7 +636,7 @@ idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 
 	/* one scan serves every fetch of the call: a claim reads twice */
 	if (st->scan == NULL)
-		st->scan = index_beginscan(st->heap, st->pkey, &st->dirty, nkeys, 0);
+		st->scan = idem_index_beginscan(st->heap, st->pkey, &st->dirty, nkeys, 0);
 	for (;;)
 	{
 		TransactionId xwait = InvalidTransactionId;
@@ -700,7 +700,7 @@ idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 bool
 idem_store_fetch_own(IdemStore *st, ItemPointer tid, Oid filenode)
 {
-	if (filenode != st->heap->rd_node.relNode ||
+	if (filenode != IDEM_REL_FILENUMBER(st->heap) ||
 		ItemPointerGetBlockNumber(tid) >= RelationGetNumberOfBlocks(st->heap))
 		return false;
 	InitDirtySnapshot(st->dirty);
@@ -723,7 +723,7 @@ idem_store_fetch_visible(IdemStore *st, text *a, text *b)
 	IndexScanDesc scan;
 	bool		found;
 
-	scan = index_beginscan(st->heap, st->pkey, GetActiveSnapshot(), nkeys, 0);
+	scan = idem_index_beginscan(st->heap, st->pkey, GetActiveSnapshot(), nkeys, 0);
 	index_rescan(scan, skey, nkeys, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, st->slot);
 	index_endscan(scan);
@@ -744,45 +744,9 @@ idem_store_row_version(IdemStore *st, IdemRowVersion *version)
 	Assert(st->found);
 	version->tid = st->slot->tts_tid;
 	version->xmin = st->xmin;
-	version->filenode = st->heap->rd_node.relNode;
+	version->filenode = IDEM_REL_FILENUMBER(st->heap);
 	version->checked = checked[st->which];
 	version->recent = InvalidBuffer;
-}
-
-/*
- * heap_fetch (heapam.c) after its ReadBuffer, on a buffer the caller has
- * pinned: is the tuple at tid visible to snapshot, and written by xmin?
- * The pin is the caller's to release.
- */
-static bool
-store_fetch_pinned(Relation heap, Buffer buffer, ItemPointer tid,
-				   Snapshot snapshot, TransactionId xmin)
-{
-	Page		page;
-	OffsetNumber offnum = ItemPointerGetOffsetNumber(tid);
-	ItemId		lp;
-	HeapTupleData tuple;
-	bool		valid = false;
-
-	LockBuffer(buffer, BUFFER_LOCK_SHARE);
-	page = BufferGetPage(buffer);
-	TestForOldSnapshot(snapshot, heap, page);
-	if (offnum >= FirstOffsetNumber && offnum <= PageGetMaxOffsetNumber(page) &&
-		ItemIdIsNormal(lp = PageGetItemId(page, offnum)))
-	{
-		tuple.t_self = *tid;
-		tuple.t_data = (HeapTupleHeader) PageGetItem(page, lp);
-		tuple.t_len = ItemIdGetLength(lp);
-		tuple.t_tableOid = RelationGetRelid(heap);
-		valid = HeapTupleSatisfiesVisibility(&tuple, snapshot, buffer);
-		if (valid)
-			PredicateLockTID(heap, &tuple.t_self, snapshot,
-							 HeapTupleHeaderGetXmin(tuple.t_data));
-		HeapCheckForSerializableConflictOut(valid, heap, &tuple, buffer, snapshot);
-		valid = valid && TransactionIdEquals(HeapTupleHeaderGetXmin(tuple.t_data), xmin);
-	}
-	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
-	return valid;
 }
 
 /*
@@ -813,10 +777,10 @@ idem_store_still_visible(IdemTable which, IdemRowVersion *version)
 	heap = table_open(oids.heap[which], AccessShareLock);
 	if (version->checked == checked[which] &&
 		checked[which] == invalidations[which] &&
-		version->filenode == heap->rd_node.relNode)
+		version->filenode == IDEM_REL_FILENUMBER(heap))
 	{
 		if (BufferIsValid(version->recent) &&
-			ReadRecentBuffer(heap->rd_node, MAIN_FORKNUM, block, version->recent))
+			ReadRecentBuffer(IDEM_REL_LOCATOR(heap), MAIN_FORKNUM, block, version->recent))
 			buf = version->recent;
 		else if (block < RelationGetNumberOfBlocks(heap))
 			buf = version->recent = ReadBuffer(heap, block);
@@ -824,66 +788,13 @@ idem_store_still_visible(IdemTable which, IdemRowVersion *version)
 			buf = InvalidBuffer;
 		if (BufferIsValid(buf))
 		{
-			visible = store_fetch_pinned(heap, buf, &version->tid,
+			visible = idem_core_fetch_pinned(heap, buf, &version->tid,
 										 GetActiveSnapshot(), version->xmin);
 			ReleaseBuffer(buf);
 		}
 	}
 	table_close(heap, NoLock);
 	return visible;
-}
-
-/*
- * Add index entries for a new heap tuple.  With an update, modified says
- * which columns changed (to tell the index it may delete old duplicates).
- * idem's tables take only plain indexes: an expression or partial index
- * that a DBA added is refused rather than left stale.
- */
-static void
-store_insert_index_entries(Relation heap, HeapTuple tup, bool update,
-						   Bitmapset *modified)
-{
-	List	   *indexes = RelationGetIndexList(heap);
-	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(heap),
-													&TTSOpsHeapTuple);
-	ListCell   *lc;
-
-	ExecStoreHeapTuple(tup, slot, false);
-	foreach(lc, indexes)
-	{
-		Relation	ind = index_open(lfirst_oid(lc), RowExclusiveLock);
-		IndexInfo  *ii = BuildIndexInfo(ind);
-		Datum		values[INDEX_MAX_KEYS];
-		bool		isnull[INDEX_MAX_KEYS];
-		bool		unchanged = false;
-		int			i;
-
-		if (ii->ii_Expressions != NIL || ii->ii_Predicate != NIL ||
-			ii->ii_ExclusionOps != NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("idem cannot maintain index \"%s\"", RelationGetRelationName(ind)),
-					 errhint("Drop it: idem's tables take only plain indexes on columns.")));
-		if (!ii->ii_ReadyForInserts)
-		{
-			index_close(ind, NoLock);
-			continue;
-		}
-		if (update)
-		{
-			unchanged = true;
-			for (i = 0; i < ii->ii_NumIndexAttrs; i++)
-				if (bms_is_member(ii->ii_IndexAttrNumbers[i], modified))
-					unchanged = false;
-		}
-		FormIndexDatum(ii, slot, NULL, values, isnull);
-		index_insert(ind, values, isnull, &tup->t_self, heap,
-					 ind->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
-					 unchanged, ii);
-		index_close(ind, NoLock);
-	}
-	ExecDropSingleTupleTableSlot(slot);
-	list_free(indexes);
 }
 
 /* Insert a new row (the key lock is held and no row exists) */
@@ -894,7 +805,7 @@ idem_store_insert(IdemStore *st, Datum *values, bool *nulls)
 
 	heap_insert(st->heap, tup, GetCurrentCommandId(true), 0, NULL);
 	st->written = tup->t_self;
-	store_insert_index_entries(st->heap, tup, false, NULL);
+	idem_core_insert_index_entries(st->heap, tup, IDEM_INDEX_INSERT, NULL);
 	heap_freetuple(tup);
 	/* later calls of this transaction, even in this statement, see it */
 	CommandCounterIncrement();
@@ -929,18 +840,14 @@ idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 	HeapTuple	tup = heap_form_tuple(RelationGetDescr(st->heap), values, nulls);
 	Bitmapset  *modified = store_modified_columns(st, values, nulls);
 	ItemPointerData otid = st->slot->tts_tid;
-	TM_FailureData tmfd;
-	LockTupleMode lockmode;
 	TM_Result	result;
-	bool		new_index_entries;
+	IdemIndexUpdate index_entries;
 
 	/* values may point into the slot's buffer: it is released only now */
 	ExecClearTuple(st->slot);
 	st->found = false;
 
-	result = heap_update(st->heap, &otid, tup, GetCurrentCommandId(true),
-						 InvalidSnapshot, true, &tmfd, &lockmode);
-	new_index_entries = !HeapTupleIsHeapOnly(tup);
+	result = idem_core_update(st->heap, &otid, tup, &index_entries);
 	if (result == TM_Updated || result == TM_Deleted)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -952,8 +859,8 @@ idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 			 result, heap_names[st->which]);
 
 	st->written = tup->t_self;
-	if (new_index_entries)
-		store_insert_index_entries(st->heap, tup, true, modified);
+	if (index_entries != IDEM_INDEX_NONE)
+		idem_core_insert_index_entries(st->heap, tup, index_entries, modified);
 	bms_free(modified);
 	heap_freetuple(tup);
 	CommandCounterIncrement();

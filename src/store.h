@@ -10,6 +10,9 @@
 
 #include "access/genam.h"
 #include "access/htup.h"
+#include "access/tableam.h"
+#include "nodes/bitmapset.h"
+#include "storage/buf.h"
 #include "executor/tuptable.h"
 #include "utils/rel.h"
 #include "utils/snapshot.h"
@@ -118,5 +121,22 @@ extern void idem_store_delete(IdemStore *st);
 extern int64 idem_store_next_token(void);
 extern Relation idem_store_open_expires(IdemStore *st);
 extern bool idem_store_delete_expired(IdemStore *st);
+
+/* Which index entries a new row version needs (store_core.c) */
+typedef enum IdemIndexUpdate
+{
+	IDEM_INDEX_INSERT,			/* a new row: every index */
+	IDEM_INDEX_ALL,				/* an update that is not HOT: every index */
+	IDEM_INDEX_SUMMARIZING,		/* a HOT update: the summarizing indexes only */
+	IDEM_INDEX_NONE				/* a HOT update: none */
+} IdemIndexUpdate;
+
+/* What store.c does as core does it (store_core.c) */
+extern bool idem_core_fetch_pinned(Relation heap, Buffer buffer, ItemPointer tid,
+								   Snapshot snapshot, TransactionId xmin);
+extern void idem_core_insert_index_entries(Relation heap, HeapTuple tup,
+										   IdemIndexUpdate which, Bitmapset *modified);
+extern TM_Result idem_core_update(Relation heap, ItemPointer otid, HeapTuple tup,
+								  IdemIndexUpdate *which);
 
 #endif							/* IDEM_STORE_H */

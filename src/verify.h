@@ -13,6 +13,9 @@
 
 #include "postgres.h"
 
+/* the differences between the server versions idem builds against */
+#include "compat.h"
+
 #include "datatype/timestamp.h"
 #include "utils/jsonb.h"
 

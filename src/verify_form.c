@@ -45,7 +45,7 @@ typedef struct UnionpayKey
 	STACK_OF(X509) *intermediates;
 } UnionpayKey;
 
-static void alipay_bad_secret(const char *detail, const char *hint) pg_attribute_noreturn();
+pg_noreturn static void alipay_bad_secret(const char *detail, const char *hint);
 
 /* The configuration error of an Alipay secret that is not a public key */
 static void

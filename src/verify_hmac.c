@@ -316,31 +316,34 @@ adyen_container_start(AdyenParse *p, AdyenKind kind)
 }
 
 /* An object starts */
-static void
+static IdemJsonAction
 adyen_object_start(void *state)
 {
 	adyen_container_start(state, ADYEN_OBJECT);
+	IDEM_JSON_GO_ON;
 }
 
 /* An array starts */
-static void
+static IdemJsonAction
 adyen_array_start(void *state)
 {
 	adyen_container_start(state, ADYEN_ARRAY);
+	IDEM_JSON_GO_ON;
 }
 
 /*
  * A container ends.  Shared by the parses of this file: the state of each
  * starts with its depth.
  */
-static void
+static IdemJsonAction
 json_container_end(void *state)
 {
 	(*(int *) state)--;
+	IDEM_JSON_GO_ON;
 }
 
 /* A member of an object starts: its name is the path at this depth */
-static void
+static IdemJsonAction
 adyen_field_start(void *state, char *fname, bool isnull)
 {
 	AdyenParse *p = state;
@@ -353,10 +356,11 @@ adyen_field_start(void *state, char *fname, bool isnull)
 	}
 	if (p->depth < lengthof(p->path))
 		p->path[p->depth] = fname;
+	IDEM_JSON_GO_ON;
 }
 
 /* A member ends: its name is no longer needed */
-static void
+static IdemJsonAction
 adyen_field_end(void *state, char *fname, bool isnull)
 {
 	AdyenParse *p = state;
@@ -364,20 +368,22 @@ adyen_field_end(void *state, char *fname, bool isnull)
 	if (p->depth < lengthof(p->path))
 		p->path[p->depth] = NULL;
 	pfree(fname);
+	IDEM_JSON_GO_ON;
 }
 
 /* An array element starts: no name in the path */
-static void
+static IdemJsonAction
 adyen_element_start(void *state, bool isnull)
 {
 	AdyenParse *p = state;
 
 	if (p->depth < lengthof(p->path))
 		p->path[p->depth] = NULL;
+	IDEM_JSON_GO_ON;
 }
 
 /* A scalar: kept if it is one of the fields, freed otherwise */
-static void
+static IdemJsonAction
 adyen_scalar(void *state, char *token, JsonTokenType type)
 {
 	AdyenKind	kind;
@@ -391,6 +397,7 @@ adyen_scalar(void *state, char *token, JsonTokenType type)
 	if (!adyen_note(state, kind, kind == ADYEN_NULL ? NULL : token) &&
 		token != NULL)
 		pfree(token);
+	IDEM_JSON_GO_ON;
 }
 
 /*
@@ -453,7 +460,7 @@ json_parse_quietly(Slice json, JsonSemAction *sem)
 
 	if (json.len > PG_INT32_MAX || !json_safe_to_parse(json, ADYEN_MAX_DEPTH))
 		return false;
-	lex = makeJsonLexContextCstringLen(unconstify(char *, json.data),
+	lex = idem_json_lex_context(unconstify(char *, json.data),
 									   (int) json.len,
 									   GetDatabaseEncoding(), true);
 	return pg_parse_json(lex, sem) == JSON_SUCCESS;
@@ -508,31 +515,34 @@ member_enter(MemberSearch *m, bool is_object)
 }
 
 /* An object starts */
-static void
+static IdemJsonAction
 member_object_start(void *state)
 {
 	member_enter(state, true);
+	IDEM_JSON_GO_ON;
 }
 
 /* An array starts */
-static void
+static IdemJsonAction
 member_array_start(void *state)
 {
 	member_enter(state, false);
+	IDEM_JSON_GO_ON;
 }
 
 /* A member starts: is it, at the root, the one sought? */
-static void
+static IdemJsonAction
 member_field_start(void *state, char *fname, bool isnull)
 {
 	MemberSearch *m = state;
 
 	if (m->depth == 1)
 		m->at_member = strcmp(fname, m->name) == 0;
+	IDEM_JSON_GO_ON;
 }
 
 /* A scalar: kept if it is the member sought */
-static void
+static IdemJsonAction
 member_scalar(void *state, char *token, JsonTokenType type)
 {
 	MemberSearch *m = state;
@@ -542,6 +552,7 @@ member_scalar(void *state, char *token, JsonTokenType type)
 		m->count++;
 		m->text = type == JSON_TOKEN_STRING ? token : NULL;
 	}
+	IDEM_JSON_GO_ON;
 }
 
 /* Past the JSON whitespace (space, tab, newline, carriage return) at p */

@@ -137,7 +137,7 @@ certificate_serial(X509 *cert)
 	return hex;
 }
 
-static void text_outside_blocks(void) pg_attribute_noreturn();
+pg_noreturn static void text_outside_blocks(void);
 
 /* The error for a secret with text that is neither a block nor a key ID */
 static void

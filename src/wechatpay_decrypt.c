@@ -138,7 +138,7 @@ plaintext_jsonb(char *plain, size_t len)
 		verify_track(str, release_cstring);
 
 	/* the server's JSON parser, which reports a syntax error instead of raising it */
-	lex = makeJsonLexContextCstringLen(str, strlen(str), GetDatabaseEncoding(), true);
+	lex = idem_json_lex_context(str, strlen(str), GetDatabaseEncoding(), true);
 	parsed = pg_parse_json(lex, &nullSemAction);
 	/* the lexer's copy of the last string it read */
 	if (lex->strval != NULL)

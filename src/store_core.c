@@ -1,0 +1,163 @@
+/*
+ * store_core.c
+ *		What store.c does as PostgreSQL's own code does it: index
+ *		maintenance after a heap write, the visibility check of a fetched
+ *		row, and the heap update with the index work it leaves to do.
+ *
+ * Each function names the core function it follows in every version idem
+ * builds against (15, 17 and 18), and says where those differ, so that a
+ * new major version is one diff of this file (and of compat.h).  Nothing
+ * here knows idem's tables; store.c calls in, this file calls only core.
+ */
+#include "postgres.h"
+
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "catalog/index.h"
+#include "executor/executor.h"
+#include "nodes/bitmapset.h"
+#include "storage/bufmgr.h"
+#include "storage/predicate.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "idem.h"
+#include "store.h"
+
+/*
+ * Follows heap_fetch (access/heap/heapam.c) from after its ReadBuffer, on a
+ * buffer the caller has pinned: is the tuple at tid visible to snapshot,
+ * and written by xmin?  The pin is the caller's to release.
+ *   15: heap_fetch calls TestForOldSnapshot once the page is locked;
+ *   17, 18: old_snapshot_threshold is gone, and that call with it.
+ */
+bool
+idem_core_fetch_pinned(Relation heap, Buffer buffer, ItemPointer tid,
+					   Snapshot snapshot, TransactionId xmin)
+{
+	Page		page;
+	OffsetNumber offnum = ItemPointerGetOffsetNumber(tid);
+	ItemId		lp;
+	HeapTupleData tuple;
+	bool		valid = false;
+
+	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buffer);
+#if PG_VERSION_NUM < 170000
+	TestForOldSnapshot(snapshot, heap, page);
+#endif
+	if (offnum >= FirstOffsetNumber && offnum <= PageGetMaxOffsetNumber(page) &&
+		ItemIdIsNormal(lp = PageGetItemId(page, offnum)))
+	{
+		tuple.t_self = *tid;
+		tuple.t_data = (HeapTupleHeader) PageGetItem(page, lp);
+		tuple.t_len = ItemIdGetLength(lp);
+		tuple.t_tableOid = RelationGetRelid(heap);
+		valid = HeapTupleSatisfiesVisibility(&tuple, snapshot, buffer);
+		if (valid)
+			PredicateLockTID(heap, &tuple.t_self, snapshot,
+							 HeapTupleHeaderGetXmin(tuple.t_data));
+		HeapCheckForSerializableConflictOut(valid, heap, &tuple, buffer, snapshot);
+		valid = valid && TransactionIdEquals(HeapTupleHeaderGetXmin(tuple.t_data), xmin);
+	}
+	LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+	return valid;
+}
+
+/*
+ * Follows ExecInsertIndexTuples (executor/execIndexing.c): add the index
+ * entries of a new heap tuple.  With an update, modified says which columns
+ * changed (index_unchanged_by_update's hint, which lets a btree delete old
+ * duplicates first), and entries go only where the update asks
+ * (IDEM_INDEX_SUMMARIZING: the summarizing indexes alone).
+ *   15: every update that is not HOT inserts into every index;
+ *   17, 18: a HOT update that changed a column of a summarizing (BRIN)
+ *   index inserts into those indexes only (onlySummarizing).
+ * idem's tables take only plain indexes: an expression, partial or
+ * exclusion index that a DBA added is refused rather than left stale.
+ */
+void
+idem_core_insert_index_entries(Relation heap, HeapTuple tup,
+							   IdemIndexUpdate which, Bitmapset *modified)
+{
+	List	   *indexes = RelationGetIndexList(heap);
+	TupleTableSlot *slot = MakeSingleTupleTableSlot(RelationGetDescr(heap),
+													&TTSOpsHeapTuple);
+	bool		update = which != IDEM_INDEX_INSERT;
+	ListCell   *lc;
+
+	ExecStoreHeapTuple(tup, slot, false);
+	foreach(lc, indexes)
+	{
+		Relation	ind = index_open(lfirst_oid(lc), RowExclusiveLock);
+		IndexInfo  *ii = BuildIndexInfo(ind);
+		Datum		values[INDEX_MAX_KEYS];
+		bool		isnull[INDEX_MAX_KEYS];
+		bool		unchanged = false;
+		int			i;
+
+		if (ii->ii_Expressions != NIL || ii->ii_Predicate != NIL ||
+			ii->ii_ExclusionOps != NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("idem cannot maintain index \"%s\"", RelationGetRelationName(ind)),
+					 errhint("Drop it: idem's tables take only plain indexes on columns.")));
+#if PG_VERSION_NUM >= 160000
+		if (which == IDEM_INDEX_SUMMARIZING && !ii->ii_Summarizing)
+		{
+			index_close(ind, NoLock);
+			continue;
+		}
+#endif
+		if (!ii->ii_ReadyForInserts)
+		{
+			index_close(ind, NoLock);
+			continue;
+		}
+		if (update)
+		{
+			unchanged = true;
+			for (i = 0; i < ii->ii_NumIndexAttrs; i++)
+				if (bms_is_member(ii->ii_IndexAttrNumbers[i], modified))
+					unchanged = false;
+		}
+		FormIndexDatum(ii, slot, NULL, values, isnull);
+		index_insert(ind, values, isnull, &tup->t_self, heap,
+					 ind->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
+					 unchanged, ii);
+		index_close(ind, NoLock);
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	list_free(indexes);
+}
+
+/*
+ * Follows simple_heap_update (access/heap/heapam.c): heap_update of the row
+ * at otid with this command's id, waiting for no one (the caller holds the
+ * key lock), and the index entries the new version then needs.
+ *   15: heap_update marks the new tuple heap-only when the update is HOT,
+ *   and then no index takes an entry;
+ *   17, 18: heap_update says so itself (update_indexes): none, all, or
+ *   only the summarizing indexes.
+ */
+TM_Result
+idem_core_update(Relation heap, ItemPointer otid, HeapTuple tup,
+				 IdemIndexUpdate *which)
+{
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	TM_Result	result;
+#if PG_VERSION_NUM >= 160000
+	TU_UpdateIndexes update_indexes = TU_None;
+
+	result = heap_update(heap, otid, tup, GetCurrentCommandId(true),
+						 InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
+	*which = update_indexes == TU_All ? IDEM_INDEX_ALL :
+		update_indexes == TU_Summarizing ? IDEM_INDEX_SUMMARIZING : IDEM_INDEX_NONE;
+#else
+	result = heap_update(heap, otid, tup, GetCurrentCommandId(true),
+						 InvalidSnapshot, true, &tmfd, &lockmode);
+	*which = HeapTupleIsHeapOnly(tup) ? IDEM_INDEX_NONE : IDEM_INDEX_ALL;
+#endif
+	return result;
+}
