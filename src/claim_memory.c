@@ -71,6 +71,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 #include "idem.h"
 #include "store.h"
@@ -252,13 +253,32 @@ claim_memory_xact_callback(XactEvent event, void *arg)
 
 	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE)
 	{
+		bool		snapshot_pushed = false;
+
 		if (claims == NULL)
 			return;
 		claim_memory_check();
 		hash_seq_init(&status, claims);
 		while ((entry = hash_seq_search(&status)) != NULL)
-			if (entry->claim.pending && claim_on_current_table(entry))
-				idem_claim_memory_write(&entry->claim);
+		{
+			if (!entry->claim.pending || !claim_on_current_table(entry))
+				continue;
+
+			/*
+			 * A table with a TOAST relation is written only under a
+			 * registered or active snapshot, and by now the last
+			 * statement's is gone: take one, as AfterTriggerFireDeferred
+			 * does for the deferred triggers that run just before.
+			 */
+			if (!snapshot_pushed)
+			{
+				PushActiveSnapshot(GetTransactionSnapshot());
+				snapshot_pushed = true;
+			}
+			idem_claim_memory_write(&entry->claim);
+		}
+		if (snapshot_pushed)
+			PopActiveSnapshot();
 		return;
 	}
 	/* the table lives in TopTransactionContext and goes with it */
