@@ -86,11 +86,15 @@ endef
 # deps: install the packages that are missing; test: every test against
 # scratch servers (CI=1 makes warnings errors); demo: see README.md;
 # bench, bench-verify, bench-seeds, soak: see doc/performance.md.
-.PHONY: test demo deps bench bench-verify bench-seeds soak
+# test-matrix: the same suite on every server of test/servers.sh (PG=...
+# picks one for test).
+.PHONY: test test-matrix demo deps bench bench-verify bench-seeds soak
 deps:
 	@bash test/deps.sh
 test:
-	@CI="$(CI)" bash test/run.sh
+	@CI="$(CI)" PG="$(PG)" bash test/run.sh
+test-matrix:
+	@CI="$(CI)" bash test/matrix.sh
 demo:
 	@bash test/demo.sh
 bench:

@@ -100,8 +100,8 @@ else
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-if ! "${sudo[@]}" apt-get update -qq ||
-   ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
+if ! "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 update -qq ||
+   ! "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
 	echo "" >&2
 	echo "Could not install: ${missing[*]}." >&2
 	echo "If this release has no PostgreSQL $PG_MAJOR packages, add the PostgreSQL apt" >&2

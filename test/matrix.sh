@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# make test-matrix (and make test PG=...): the whole suite of test/run.sh on
+# each server of test/servers.sh, one after the other:
+#
+#   test/matrix.sh                 every flavour: 15 17 18 15-cassert 17-cassert
+#   test/matrix.sh 17 15-cassert   those only
+#
+# Each flavour runs in a copy of the tree of its own (so that objects built
+# for one major never meet another's), inside its chroot where it has one:
+#   15           the checkout itself, as make test
+#   15-cassert   /tmp/idem-15-cassert
+#   17, 18, 17-cassert
+#                /tmp/idem-<flavour> in the chroot (the path printed)
+# Each run's output is also kept in tmp_check/matrix/<flavour>.log.
+# After each flavour a line "pgNN: N passed, M failed, K skipped"; after an
+# assert build's run, every "TRAP:" line of its server logs is printed and
+# counts as one more failure.  The last line sums them: "N passed, M failed,
+# K skipped".  Making a server the first time needs root (test/servers.sh).
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+. test/lib.sh
+
+if [ $# = 0 ]; then
+	mapfile -t flavours < <(bash test/servers.sh flavours)
+else
+	flavours=("$@")
+fi
+
+total_passed=0
+total_failed=0
+total_skipped=0
+lines=()
+
+# Copy the tree (without .git and tmp_check) to $1, owned by the server user
+# of the place it runs in (postgres, whose uid the chroot's package chose)
+stage_tree() {
+	local dest=$1 owner=$2
+	rm -rf "$dest"
+	mkdir -p "$dest"
+	tar -C "$IDEM_ROOT" --exclude=./.git --exclude=./tmp_check -cf - . | tar -C "$dest" -xf - || return 1
+	if [ "$(id -u)" = 0 ]; then
+		chown -R "$owner" "$dest"
+	fi
+}
+
+# The "TRAP:" lines of the server logs below $1, one a line with its file
+summarize_traps() {
+	grep -r --include='*.log' --include='postmaster.log' --include='regress_log_*' \
+		-H -m 5 '^TRAP:' "$1" 2>/dev/null
+}
+
+# The older servers, with idem, that flavour $1's tests upgrade from (the
+# tests across major versions: test/t/104, 114, 117), as "major=path ..."
+# in its chroot: on 18, those of 15 and 17.  Empty where there are none, or
+# when one cannot be made (those tests then say so).
+kits_for() {
+	local from path kits=()
+	[ "$1" = 18 ] || return 0
+	for from in 15 17; do
+		path=$(bash test/servers.sh kit "$from" "$1" "$IDEM_ROOT") || {
+			echo "matrix.sh: no $from server for the upgrade tests on $1" >&2
+			return 0
+		}
+		kits+=("$from=$path")
+	done
+	echo "${kits[*]}"
+}
+
+# Run the suite on flavour $1; add its counts to the totals
+run_flavour() {
+	local flavour=$1 label tree inside log line passed failed skipped traps root uid
+	label=pg$flavour
+	echo ""
+	echo "=== $label ==="
+	if ! bash test/servers.sh prepare "$flavour"; then
+		echo "$label: the server could not be made"
+		lines+=("$label: 0 passed, 1 failed, 0 skipped")
+		total_failed=$((total_failed + 1))
+		return
+	fi
+	case "$flavour" in
+		15)
+			tree=$IDEM_ROOT
+			log=$IDEM_BUILD/matrix-$flavour.log
+			mkdir -p "$IDEM_BUILD"
+			IDEM_FLAVOUR=15 bash test/run.sh 2>&1 | tee "$log"
+			;;
+		15-cassert)
+			tree=/tmp/idem-$flavour
+			log=$IDEM_BUILD/matrix/$flavour.log
+			mkdir -p "$IDEM_BUILD/matrix"
+			stage_tree "$tree" postgres: || return
+			bash test/servers.sh run "$flavour" env CI="${CI:-}" \
+				bash "$tree/test/run.sh" 2>&1 | tee "$log"
+			;;
+		*)
+			root=$(bash test/servers.sh chroot "$flavour")
+			inside=/tmp/idem-$flavour
+			tree=$root$inside
+			log=$IDEM_BUILD/matrix/$flavour.log
+			mkdir -p "$IDEM_BUILD/matrix"
+			uid=$(chroot "$root" id -u postgres 2>/dev/null || echo 0)
+			stage_tree "$tree" "$uid:$uid" || return
+			echo "(in the $flavour chroot: $tree)"
+			bash test/servers.sh run "$flavour" env CI="${CI:-}" IDEM_KITS="$(kits_for "$flavour")" \
+				bash "$inside/test/run.sh" 2>&1 | tee "$log"
+			;;
+	esac
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+	passed=$(echo "$line" | sed -nE 's/^([0-9]+) passed.*/\1/p')
+	failed=$(echo "$line" | sed -nE 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/p')
+	skipped=$(echo "$line" | sed -nE 's/.*, ([0-9]+) skipped.*/\1/p')
+	passed=${passed:-0}
+	skipped=${skipped:-0}
+	if [ -z "$failed" ]; then
+		echo "$label: the suite did not finish"
+		failed=1
+	fi
+	case "$flavour" in
+		*-cassert)
+			traps=$(summarize_traps "$tree/tmp_check")
+			if [ -n "$traps" ]; then
+				echo ""
+				echo "$label: assertion failures in the server logs:"
+				echo "$traps"
+				failed=$((failed + 1))
+			fi
+			;;
+	esac
+	line="$label: $passed passed, $failed failed, $skipped skipped"
+	echo "$line"
+	lines+=("$line")
+	total_passed=$((total_passed + passed))
+	total_failed=$((total_failed + failed))
+	total_skipped=$((total_skipped + skipped))
+}
+
+for f in "${flavours[@]}"; do
+	run_flavour "$f"
+done
+
+echo ""
+printf '%s\n' "${lines[@]}"
+echo "$total_passed passed, $total_failed failed, $total_skipped skipped"
+[ "$total_failed" = 0 ] && [ $((total_passed + total_failed)) -gt 0 ]

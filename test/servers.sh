@@ -1,0 +1,401 @@
+#!/usr/bin/env bash
+# The PostgreSQL servers idem is tested on, each made by this script on a
+# fresh machine and kept in a cache for the next run:
+#
+#   15           the host's Debian packages (test/deps.sh installs them)
+#   17           Debian 13 (trixie) packages, in a chroot
+#   18           Debian unstable (sid) packages, in a chroot
+#   15-cassert   bookworm's source package of 15, built on the host with
+#                --enable-cassert --enable-debug --enable-tap-tests
+#   17-cassert   trixie's source package of 17, built so in the trixie chroot
+#
+# The chroots are made with debootstrap --variant=minbase from the Debian
+# mirror that the host's own apt sources name (read at run time; no mirror
+# is written down here), and run with /proc, /dev, /dev/pts and /dev/shm
+# bound in a private mount namespace, so that the mounts go away with the
+# command however it ends, and are unmounted explicitly before that.
+#
+# Usage:
+#   test/servers.sh prepare FLAVOUR       make (or find cached) FLAVOUR's server
+#   test/servers.sh run FLAVOUR CMD...    run CMD where FLAVOUR's server is,
+#                                         with PG_CONFIG set to it
+#   test/servers.sh kit FROM INTO TREE    FROM's server with idem (from TREE) in
+#                                         INTO's chroot, for upgrade tests
+#   test/servers.sh chroot FLAVOUR        where FLAVOUR's chroot is (if it has one)
+#   test/servers.sh mirror                the mirror the chroots come from
+#   test/servers.sh flavours              the flavours, one a line
+#
+# The cache is IDEM_CACHE (default /var/cache/idem); making it needs root.
+# Each cached piece is marked done only when it is whole, with the recipe's
+# version, so a run that was killed half-way starts that piece again.
+set -uo pipefail
+
+IDEM_CACHE=${IDEM_CACHE:-/var/cache/idem}
+# Raise when what is made changes, so that caches made before are remade:
+# the chroots, and the servers built from source.
+CHROOT_RECIPE=1
+BUILD_RECIPE=2
+FLAVOURS=(15 17 18 15-cassert 17-cassert)
+APT=(apt-get -o DPkg::Lock::Timeout=900 -o APT::Install-Recommends=false -y -qq)
+export DEBIAN_FRONTEND=noninteractive
+
+die() {
+	echo "servers.sh: $*" >&2
+	exit 1
+}
+
+# The Debian release and where its packages are, per flavour.
+codename_of() {
+	case "$1" in
+		15|15-cassert) echo bookworm ;;
+		17|17-cassert) echo trixie ;;
+		18) echo sid ;;
+		*) die "unknown server flavour '$1' (one of: ${FLAVOURS[*]})" ;;
+	esac
+}
+
+major_of() {
+	echo "${1%%-*}"
+}
+
+# 15 and 15-cassert run on the host; the others in a chroot
+in_chroot() {
+	[ "$(codename_of "$1")" != bookworm ]
+}
+
+chroot_dir() {
+	echo "$IDEM_CACHE/chroot-$(codename_of "$1")"
+}
+
+# The prefix a source build is installed in: in the cache on the host, in
+# /opt inside a chroot (which is itself in the cache)
+cassert_prefix() {
+	if in_chroot "$1"; then
+		echo "/opt/idem-pg$(major_of "$1")-cassert"
+	else
+		echo "$IDEM_CACHE/pg$(major_of "$1")-cassert"
+	fi
+}
+
+# Hold lock $1 (a name in the cache) until the (sub)shell exits, so that two
+# runs never make the same piece at once.
+hold_lock() {
+	local fd
+	exec {fd}>"$IDEM_CACHE/.lock-$1"
+	flock "$fd"
+}
+
+# The Debian mirror of the host's apt sources: the site of the index whose
+# label is "Debian" and whose release is the distribution itself (not its
+# -updates or -security).
+mirror() {
+	local site
+	site=$(apt-get indextargets --format '$(SITE) $(LABEL) $(RELEASE) $(CODENAME)' 2>/dev/null |
+		awk '$2 == "Debian" && $3 == $4 { print $1; exit }')
+	if [ -z "$site" ]; then
+		# apt's lists are not there yet
+		apt-get -o DPkg::Lock::Timeout=900 update -qq >&2 || true
+		site=$(apt-get indextargets --format '$(SITE) $(LABEL) $(RELEASE) $(CODENAME)' 2>/dev/null |
+			awk '$2 == "Debian" && $3 == $4 { print $1; exit }')
+	fi
+	[ -n "$site" ] || die "no Debian mirror found in the apt sources"
+	echo "$site"
+}
+
+# Install host packages $@ that are missing.
+host_install() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} = 0 ] && return 0
+	echo "servers.sh: installing ${missing[*]}" >&2
+	"${APT[@]}" update >/dev/null || true
+	"${APT[@]}" install "${missing[@]}" >/dev/null
+}
+
+# Run $2... inside chroot $1 in a private mount namespace with /proc, /dev,
+# /dev/pts and /dev/shm bound; the mounts are undone when the command ends,
+# also when it fails or is killed (the namespace dies with it).
+chroot_exec() {
+	local root=$1
+	shift
+	unshare --mount --propagation private -- bash -c '
+		root=$1; shift
+		undo() {
+			for m in dev/shm dev/pts dev proc; do
+				mountpoint -q "$root/$m" && umount -l "$root/$m"
+			done
+		}
+		trap undo EXIT
+		trap "exit 143" TERM INT HUP
+		mount --bind /proc "$root/proc" &&
+		mount --bind /dev "$root/dev" &&
+		mount --bind /dev/pts "$root/dev/pts" &&
+		mount --bind /dev/shm "$root/dev/shm" || exit 1
+		chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb LANG=C.UTF-8 \
+			PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+			DEBIAN_FRONTEND=noninteractive CI="${CI:-}" "$@"
+	' chroot-exec "$root" "$@"
+}
+
+# Make the chroot of release $1 at $2 (if not cached): debootstrap minbase,
+# then the server, its headers and a compiler.  The rest of what the tests
+# need is installed by test/deps.sh inside it, as on the host.
+make_chroot() (
+	local codename=$1 root=$2 major=$3 site
+	hold_lock "chroot-$codename"
+	if [ "$(cat "$root/.idem-ready" 2>/dev/null)" = "$CHROOT_RECIPE" ]; then
+		return 0
+	fi
+	host_install debootstrap || die "cannot install debootstrap"
+	site=$(mirror) || exit 1
+	echo "servers.sh: making the $codename chroot in $root from $site" >&2
+	rm -rf "$root"
+	mkdir -p "$(dirname "$root")"
+	debootstrap --variant=minbase "$codename" "$root.tmp" "$site" >"$root.debootstrap.log" 2>&1 || {
+		tail -n 20 "$root.debootstrap.log" >&2
+		die "debootstrap $codename failed (log: $root.debootstrap.log)"
+	}
+	rm -rf "$root"
+	mv "$root.tmp" "$root"
+	# No services start inside; no cluster is made by the server package.
+	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
+	chmod +x "$root/usr/sbin/policy-rc.d"
+	mkdir -p "$root/etc/postgresql-common"
+	echo "create_main_cluster = false" >"$root/etc/postgresql-common/createcluster.conf"
+	cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+	# A mirror may serve a release whose signed Release file has passed its
+	# Valid-Until date (a frozen copy of unstable): take it all the same.
+	echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99idem"
+	chroot_exec "$root" apt-get -o APT::Install-Recommends=false -y -qq update &&
+	chroot_exec "$root" apt-get -o APT::Install-Recommends=false -y -qq install \
+		"postgresql-$major" "postgresql-server-dev-$major" build-essential \
+		libssl-dev openssl locales-all ca-certificates >/dev/null ||
+		die "installing PostgreSQL $major in the $codename chroot failed"
+	echo "$CHROOT_RECIPE" >"$root/.idem-ready"
+)
+
+# Fetch and unpack the Debian source package $2 of release $1 into $3, with a
+# private apt configuration (a deb-src line for the same mirror) that leaves
+# the host's own apt alone.
+fetch_source() {
+	local codename=$1 pkg=$2 dest=$3 site apt
+	site=$(mirror) || exit 1
+	apt=$IDEM_CACHE/apt-src-$codename
+	rm -rf "$apt"
+	mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$dest"
+	echo "deb-src $site $codename main" >"$apt/sources.list"
+	local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=/nonexistent"
+		-o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt" -o "Debug::NoLocking=1" -o "APT::Sandbox::User=root"
+		-o "Acquire::Check-Valid-Until=false")
+	host_install dpkg-dev || die "cannot install dpkg-dev"
+	apt-get "${opts[@]}" -qq update || die "apt-get update for the $codename sources failed"
+	if ! (cd "$dest" && apt-get "${opts[@]}" -qq --download-only source "$pkg" 2>"$dest/apt.log"); then
+		fetch_earlier_source "$site" "$pkg" \
+			"$(apt-cache "${opts[@]}" showsrc "$pkg" 2>/dev/null | sed -n 's/^Version: //p' | head -n 1)" \
+			"$dest" || { cat "$dest/apt.log" >&2; die "apt-get source $pkg ($codename) failed"; }
+	fi
+	rm -rf "$apt"
+	unpack_source "$dest"
+}
+
+# A mirror may list a stable point release in its Sources index before (or
+# without) serving its files.  Then take the newest earlier point release of
+# the same Debian revision (17.11-0+deb13u1 for 17.12-0+deb13u1) that it
+# does serve, straight from the pool: dpkg-source checks the files against
+# the checksums of its .dsc.  For PostgreSQL's own source packages only.
+fetch_earlier_source() {
+	local site=$1 pkg=$2 version=$3 dest=$4 upstream revision minor m dir f
+	case "$pkg" in postgresql-[0-9]*) ;; *) return 1 ;; esac
+	upstream=${version%%-*}
+	revision=${version#*-}
+	minor=${upstream#*.}
+	[ -n "$version" ] && [ "$upstream" != "$version" ] && [ "$minor" -gt 0 ] 2>/dev/null || return 1
+	dir=$site/pool/main/p/$pkg
+	for m in $(seq $((minor - 1)) -1 $((minor > 6 ? minor - 6 : 0))); do
+		f=${pkg}_${upstream%%.*}.$m-$revision.dsc
+		curl -fsS -o "$dest/$f" "$dir/${f//+/%2b}" 2>/dev/null || continue
+		echo "servers.sh: the mirror has no files of $pkg $version: taking ${f%.dsc}" >&2
+		for f in $(awk '/^Files:/ { on = 1; next } /^[^ ]/ { on = 0 } on { print $3 }' "$dest/$f"); do
+			curl -fsS -o "$dest/$f" "$dir/${f//+/%2b}" || return 1
+		done
+		return 0
+	done
+	return 1
+}
+
+# Unpack the source package fetched into $1 as $1/src, with Debian's patches
+# but the one that puts a server's modules in /usr/lib/postgresql/NN/lib
+# whatever the prefix (it would overwrite the packaged server's).
+unpack_source() {
+	local dest=$1 p opts
+	(cd "$dest" && dpkg-source -x --skip-patches ./*.dsc src >/dev/null 2>&1) || die "unpacking $(ls "$dest"/*.dsc) failed"
+	[ -f "$dest/src/debian/patches/series" ] || return 0
+	while read -r p opts; do
+		case "$p" in ''|'#'*|*per-version-dirs*) continue ;; esac
+		patch -d "$dest/src" -s -p1 ${opts:-} <"$dest/src/debian/patches/$p" ||
+			die "applying Debian's patch $p failed"
+	done <"$dest/src/debian/patches/series"
+}
+
+# The shell commands that configure, build and install PostgreSQL from the
+# unpacked source in $1 into prefix $2 with assertions on, with the contrib
+# modules (pgcrypto) and the TAP test modules, and then pg_cron, PL/Proxy
+# and pg_auto_failover from their own source packages in $1/../ext-*.
+build_commands() {
+	local src=$1 prefix=$2
+	cat <<-EOS
+		set -e
+		cd '$src'
+		./configure --prefix='$prefix' --enable-cassert --enable-debug --enable-tap-tests \
+			--with-openssl --without-readline --without-icu --without-llvm >configure.log 2>&1 \
+			|| { tail -n 30 configure.log; exit 1; }
+		make -s -j\$(nproc) world-bin >build.log 2>&1 || { tail -n 40 build.log; exit 1; }
+		make -s install-world-bin >>build.log 2>&1 || { tail -n 40 build.log; exit 1; }
+		for ext in ../ext-*/src; do
+			[ -d "\$ext" ] || continue
+			make -s -C "\$ext" PG_CONFIG='$prefix/bin/pg_config' USE_PGXS=1 >>build.log 2>&1 &&
+			make -s -C "\$ext" PG_CONFIG='$prefix/bin/pg_config' USE_PGXS=1 install >>build.log 2>&1 ||
+				echo "building \$ext against the assert build failed: its tests will skip" >&2
+		done
+	EOS
+}
+
+# The build dependencies of a PostgreSQL source build (configure options of
+# build_commands) and of the extensions built with it.
+BUILD_DEPS=(build-essential bison flex libssl-dev zlib1g-dev libxml2-dev libipc-run-perl
+	perl pkg-config libkrb5-dev libselinux1-dev libreadline-dev)
+
+# Make the assert-enabled server of flavour $1 (if not cached).
+make_cassert() (
+	local flavour=$1 codename major prefix root="" work marker
+	codename=$(codename_of "$flavour")
+	major=$(major_of "$flavour")
+	prefix=$(cassert_prefix "$flavour")
+	if in_chroot "$flavour"; then
+		make_chroot "$codename" "$(chroot_dir "$flavour")" "$major" || exit 1
+		root=$(chroot_dir "$flavour")
+	fi
+	marker=$root$prefix/.idem-ready
+	hold_lock "$flavour"
+	if [ "$(cat "$marker" 2>/dev/null)" = "$BUILD_RECIPE" ]; then
+		return 0
+	fi
+	echo "servers.sh: building PostgreSQL $major from $codename's source package with assertions on" >&2
+	work=$root/var/tmp/idem-build-$flavour
+	rm -rf "$work" "$root$prefix"
+	fetch_source "$codename" "postgresql-$major" "$work"
+	# pg_cron for its test; without it that test skips on this server
+	(fetch_source "$codename" pg-cron "$work/ext-pg_cron") ||
+		echo "servers.sh: no pg_cron source: test/t/004 will skip on $flavour" >&2
+	if [ -n "$root" ]; then
+		chroot_exec "$root" apt-get -o APT::Install-Recommends=false -y -qq install \
+			"${BUILD_DEPS[@]}" >/dev/null || die "installing build dependencies in $root failed"
+		build_commands "${work#"$root"}/src" "$prefix" | chroot_exec "$root" bash ||
+			die "building $flavour failed (logs in $work/src)"
+	else
+		host_install "${BUILD_DEPS[@]}" || die "installing build dependencies failed"
+		build_commands "$work/src" "$prefix" | bash || die "building $flavour failed (logs in $work/src)"
+	fi
+	rm -rf "$work"
+	echo "$BUILD_RECIPE" >"$marker"
+)
+
+# Make flavour $1's server (whatever of it is not cached).
+prepare() {
+	local flavour=$1
+	codename_of "$flavour" >/dev/null
+	[ "$(id -u)" = 0 ] || die "making the $flavour server needs root"
+	mkdir -p "$IDEM_CACHE"
+	case "$flavour" in
+		15) IDEM_PG_MAJOR=15 bash "$(dirname "${BASH_SOURCE[0]}")/deps.sh" >&2 || exit 1 ;;
+		*-cassert) make_cassert "$flavour" || exit 1 ;;
+		*) make_chroot "$(codename_of "$flavour")" "$(chroot_dir "$flavour")" "$(major_of "$flavour")" || exit 1 ;;
+	esac
+}
+
+# Run $2... for flavour $1, with PG_CONFIG and IDEM_PG_MAJOR set for it.
+run() {
+	local flavour=$1 pgc
+	shift
+	prepare "$flavour" || exit 1
+	case "$flavour" in
+		*-cassert) pgc=$(cassert_prefix "$flavour")/bin/pg_config ;;
+		*) pgc=/usr/lib/postgresql/$(major_of "$flavour")/bin/pg_config ;;
+	esac
+	if in_chroot "$flavour"; then
+		chroot_exec "$(chroot_dir "$flavour")" env PG_CONFIG="$pgc" \
+			IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" "$@"
+	else
+		env PG_CONFIG="$pgc" IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" "$@"
+	fi
+}
+
+# An older server for the tests across major versions, inside flavour $2's
+# chroot: flavour $1's packaged server (bin, lib, share), with idem built
+# from tree $3 for it and installed into it, at /opt/idem-kit/pgNN there, and
+# in its compat-lib/ the shared libraries it needs that $2's release lacks
+# (ICU and LDAP of an older soname).  Prints the kit's path in the chroot.
+kit() {
+	local from=$1 into=$2 tree=$3 major src_root dest inst build missing lib round
+	major=$(major_of "$from")
+	case "$from" in 15|17) ;; *) die "no kit of flavour $from" ;; esac
+	in_chroot "$into" || die "a kit goes into a chroot flavour, not $into"
+	prepare "$from" >&2 || exit 1
+	prepare "$into" >&2 || exit 1
+	src_root=/
+	in_chroot "$from" && src_root=$(chroot_dir "$from")
+	dest=$(chroot_dir "$into")/opt/idem-kit/pg$major
+	rm -rf "$dest"
+	mkdir -p "$dest/usr/lib/postgresql" "$dest/usr/share/postgresql" "$dest/compat-lib"
+	cp -a "$src_root/usr/lib/postgresql/$major" "$dest/usr/lib/postgresql/" &&
+	cp -a "$src_root/usr/share/postgresql/$major" "$dest/usr/share/postgresql/" ||
+		die "copying the $major server failed"
+	# idem, built where that server's headers are, installed into the kit
+	build=/tmp/idem-kit-build-$major
+	inst=/tmp/idem-kit-inst-$major
+	rm -rf "${src_root%/}$build" "${src_root%/}$inst"
+	mkdir -p "${src_root%/}$build"
+	tar -C "$tree" --exclude=./.git --exclude=./tmp_check -cf - . | tar -C "${src_root%/}$build" -xf - &&
+	run "$from" bash -c "make -s -C $build PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config >/dev/null &&
+		make -s -C $build install PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config DESTDIR=$inst >/dev/null" ||
+		die "building idem for the $major kit failed"
+	cp -a "${src_root%/}$inst/." "$dest/" || die "installing idem into the $major kit failed"
+	rm -rf "${src_root%/}$build" "${src_root%/}$inst"
+	# the libraries the copied files need and this release lacks, from the
+	# release they were built on (and what those need in turn)
+	for round in 1 2 3 4; do
+		mapfile -t missing < <(chroot_exec "$(chroot_dir "$into")" env LD_LIBRARY_PATH="/opt/idem-kit/pg$major/compat-lib" \
+			bash -c "find /opt/idem-kit/pg$major -type f \( -perm -u+x -o -name '*.so*' \) -print0 |
+				xargs -0 ldd 2>/dev/null" | awk '/=> not found/ { print $1 }' | sort -u)
+		[ ${#missing[@]} = 0 ] && break
+		for lib in "${missing[@]}"; do
+			if [ "$src_root" = / ]; then
+				f=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ { print $NF; exit }')
+			else
+				f=$(chroot "$src_root" ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ { print $NF; exit }')
+				[ -n "$f" ] && f=$src_root$f
+			fi
+			[ -n "$f" ] || die "the $major kit needs $lib, which its own release lacks too"
+			cp -L "$f" "$dest/compat-lib/$lib"
+		done
+	done
+	echo "/opt/idem-kit/pg$major"
+}
+
+# The command line
+main() {
+	case "${1:-}" in
+		prepare) [ $# = 2 ] || die "usage: $0 prepare FLAVOUR"; prepare "$2" ;;
+		run) [ $# -ge 3 ] || die "usage: $0 run FLAVOUR CMD..."; shift; run "$@" ;;
+		kit) [ $# = 4 ] || die "usage: $0 kit FROM INTO TREE"; kit "$2" "$3" "$4" ;;
+		mirror) mirror ;;
+		chroot) [ $# = 2 ] || die "usage: $0 chroot FLAVOUR"; in_chroot "$2" && chroot_dir "$2" ;;
+		flavours) printf '%s\n' "${FLAVOURS[@]}" ;;
+		*) die "usage: $0 prepare|run|kit|mirror|chroot|flavours ..." ;;
+	esac
+}
+
+# On one line: a run goes on reading this file after main returns.
+main "$@"; exit $?
