@@ -41,10 +41,19 @@ SELECT state, attempt, fingerprint, lease_until > now() AS leased, completed_at
 FROM idem_lookup('pend-3');
 -- also when the planner is told to run every query in a parallel worker:
 -- idem_lookup is PARALLEL RESTRICTED, so it runs in the leader, where the
--- claim is
+-- claim is (the setting is debug_parallel_query from 16 on)
+SELECT current_setting('server_version_num')::int >= 160000 AS pg16 \gset
+\if :pg16
+SET LOCAL debug_parallel_query = on;
+\else
 SET LOCAL force_parallel_mode = on;
+\endif
 SELECT state, attempt FROM idem_lookup('pend-3');
+\if :pg16
+RESET debug_parallel_query;
+\else
 RESET force_parallel_mode;
+\endif
 SELECT status, attempt FROM idem_claim('pend-3', '\x03'::bytea);
 SELECT status FROM idem_claim('pend-3', '\xff'::bytea);
 -- the second claim needed the row: it is written now, and completes in place

@@ -11,9 +11,12 @@ use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('worker_start');
 $node->init;
+# pg_prewarm's autoprewarm leader is a background worker that runs in
+# binary-upgrade mode too: registered before idem's, it is started after
+# them (from 17 on the logical replication launcher no longer runs there).
 $node->append_conf(
 	'postgresql.conf', q(
-shared_preload_libraries = 'idem'
+shared_preload_libraries = 'pg_prewarm,idem'
 idem.database = 'postgres'
 idem.purge_interval = '1s'
 ));
@@ -29,11 +32,11 @@ system_or_bail('pg_ctl', '-w', '-D', $node->data_dir, '-l', $node->logfile,
 $node->_update_pid(1);
 
 # Background workers registered at start are started together: once the
-# logical replication launcher is up, idem's would be too, and a pass of
-# theirs would come within the second.
+# autoprewarm leader is up, idem's would be too, and a pass of theirs would
+# come within the second.
 ok( $node->poll_query_until(
 		'postgres',
-		"SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'logical replication launcher'"
+		"SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'autoprewarm leader'"
 	),
 	'the server runs in binary-upgrade mode');
 sleep(1);
@@ -54,7 +57,7 @@ ok( $node->poll_query_until(
 
 # The launcher takes the only slot; a pass's worker finds none.
 $node->append_conf('postgresql.conf',
-	"max_worker_processes = 1\nmax_logical_replication_workers = 0");
+	"shared_preload_libraries = 'idem'\nmax_worker_processes = 1\nmax_logical_replication_workers = 0");
 my $log_offset = -s $node->logfile;
 $node->restart;
 $node->poll_query_until('postgres',

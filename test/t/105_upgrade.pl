@@ -160,7 +160,8 @@ is(sql('up', q{SELECT count(*) FROM idem_keys_in_progress WHERE key = 'u-live'})
 my $parallel_lookup = q{
 BEGIN;
 SELECT status FROM idem_claim('u-pending');
-SET LOCAL force_parallel_mode = on;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+    THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'on', true);
 SELECT state, attempt FROM idem_lookup('u-pending');
 ROLLBACK;};
 my ($rc, $out, $err) = $node->psql('up', $parallel_lookup);
@@ -173,7 +174,7 @@ is(sql('up', $version_q),
 	'1.2', "ALTER EXTENSION idem UPDATE TO '1.2' goes on to 1.2");
 is(sql('up', "SELECT proparallel FROM pg_proc WHERE proname = 'idem_lookup'"),
 	'r', '1.2 marks idem_lookup PARALLEL RESTRICTED');
-is(sql('up', $parallel_lookup), "claimed\nprocessing|1",
+is(sql('up', $parallel_lookup), "claimed\non\nprocessing|1",
 	'under 1.2 the same query runs idem_lookup in the leader and sees the pending claim');
 is(sql('up', $keys_q), $keys_11, 'every key is unchanged by the second update');
 is(sql('up', $webhooks_q), $webhooks_before, 'every webhook record is unchanged by the second update');

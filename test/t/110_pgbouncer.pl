@@ -63,6 +63,12 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 
 # --- pgbouncer ---------------------------------------------------------------
 
+# Its version: 1.21 added max_prepared_statements (protocol-level prepared
+# statements across server connections), and 1.22 turned it on by default.
+my ($bouncer_major, $bouncer_minor) = `$pgbouncer --version` =~ /PgBouncer (\d+)\.(\d+)/;
+my $tracks_prepared = $bouncer_major > 1 || ($bouncer_major == 1 && $bouncer_minor >= 21);
+note("PgBouncer $bouncer_major.$bouncer_minor");
+
 my $dir = "${PostgreSQL::Test::Utils::tmp_check}/pgbouncer";
 mkdir $dir;
 my $port = PostgreSQL::Test::Cluster::get_free_port();
@@ -85,7 +91,7 @@ max_client_conn = 100
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
 admin_users = postgres
-));
+) . ($tracks_prepared ? "max_prepared_statements = 0\n" : ''));
 
 my $bouncer = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
 	'<', \undef, '>>', "$dir/pgbouncer.out", '2>>', "$dir/pgbouncer.out");
@@ -493,7 +499,7 @@ my $ttl_of = q{SELECT round(extract(epoch FROM expires_at - created_at) / 3600) 
 			'postgres', '', { RaiseError => 1, PrintError => 0 });
 		'connected';
 	} // $DBI::errstr;
-	like($opt, qr/unsupported startup parameter: options/,
+	like($opt, qr/unsupported startup parameter(: options| in options: idem\.ttl)/,
 		'pgbouncer refuses idem.ttl given as a startup option');
 
 	# ALTER ROLE ... SET: every server connection of the role starts with it
@@ -504,6 +510,8 @@ my $ttl_of = q{SELECT round(extract(epoch FROM expires_at - created_at) / 3600) 
 }
 
 # --- 6. protocol-level prepared statements ----------------------------------------
+# (with max_prepared_statements = 0 where pgbouncer has it: as pgbouncer
+# before 1.21 always behaves)
 
 {
 	my $a = client(server_prepare => 1);

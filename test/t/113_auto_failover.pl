@@ -21,9 +21,14 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemTest;
+
 my ($bindir) = grep { -x "$_/pg_ctl" } split /:/, $ENV{PATH};
 my ($autoctl) = grep { -x "$_/pg_autoctl" } split /:/, "$ENV{PATH}:/usr/bin";
 plan skip_all => 'pg_autoctl (pg-auto-failover-cli) is not installed' unless $autoctl;
+require_extension('pgautofailover', 'postgresql-NN-auto-failover');
 $autoctl .= '/pg_autoctl';
 BAIL_OUT('no pg_ctl on PATH') unless $bindir;
 

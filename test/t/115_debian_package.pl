@@ -1,7 +1,8 @@
 # The Debian package and the release metadata.  idem.control's
 # default_version, META.json (valid JSON, PGXN's required fields) and
 # debian/changelog name the same release.  dpkg-buildpackage builds
-# postgresql-15-idem from a copy of the source tree, as the server's user
+# postgresql-NN-idem, for the packaged server NN this test runs on (one of
+# debian/pgversions), from a copy of the source tree, as the server's user
 # and with IDEM_ASSERT and CI set in its environment: the package holds
 # idem.so in the server's lib directory and the control file and every
 # install and update script in its extension directory, nothing else outside
@@ -53,6 +54,16 @@ if (!-x '/usr/bin/dpkg-buildpackage' && !$ENV{CI})
 	plan skip_all => 'dpkg-buildpackage is not installed: the package builds on Debian';
 }
 
+# The major version of the server the tests run on; the package is built
+# for the packaged server of that version, whose directories are these.
+my ($major) = output_of('pg_config', '--version') =~ /PostgreSQL (\d+)/;
+my $pg = "/usr/lib/postgresql/$major";
+if (!-x "$pg/bin/pg_config"
+	|| output_of("$pg/bin/pg_config", '--configure') ne output_of('pg_config', '--configure'))
+{
+	plan skip_all => "the tests run on a server built from source: the package is built for Debian's postgresql-$major, and tested on pg$major";
+}
+
 # --- versions and metadata ---------------------------------------------
 
 my ($extversion) = slurp('idem.control') =~ /^default_version\s*=\s*'([^']+)'/m;
@@ -79,7 +90,9 @@ ok(defined $provided->{file} && -f "$src/$provided->{file}",
 ok(defined $provided->{docfile} && -f "$src/$provided->{docfile}",
 	'META.json: its docfile exists');
 like((((($meta->{prereqs} // {})->{runtime} // {})->{requires} // {})->{PostgreSQL}) // '',
-	qr/15\.0/, 'META.json: requires PostgreSQL 15');
+	qr/15\.0/, 'META.json: requires PostgreSQL 15 or later');
+my @pgversions = split ' ', slurp('debian/pgversions');
+ok((grep { $_ eq $major } @pgversions), "debian/pgversions lists $major");
 
 my ($debversion) = slurp('debian/changelog') =~ /^idem \(([^)]+)\)/;
 $debversion //= '?';
@@ -104,6 +117,7 @@ system_or_bail("tar -C '$src' --exclude=./.git --exclude=./tmp_check -cf - . | t
 	local $ENV{IDEM_ASSERT} = 1;
 	local $ENV{CI}          = 1;
 	local $ENV{DEB_BUILD_OPTIONS} = 'noautodbgsym';
+	local $ENV{PG_UPDATECONTROL} = 'yes';
 	my $build_log = "$PostgreSQL::Test::Utils::log_path/115_dpkg_buildpackage.log";
 	note("dpkg-buildpackage writes to $build_log");
 	my $built = IPC::Run::run(
@@ -116,21 +130,21 @@ system_or_bail("tar -C '$src' --exclude=./.git --exclude=./tmp_check -cf - . | t
 		'the package build runs no test');
 }
 
-my ($deb) = glob("$work/postgresql-15-idem_${debversion}_*.deb");
-ok(defined $deb, "postgresql-15-idem_${debversion} built") or BAIL_OUT('no package');
+my ($deb) = glob("$work/postgresql-$major-idem_${debversion}_*.deb");
+ok(defined $deb, "postgresql-$major-idem_${debversion} built") or BAIL_OUT('no package');
 
 my %field = map { $_ => output_of('dpkg-deb', '-f', $deb, $_) =~ s/\s+$//r }
   qw(Package Version Depends);
-is($field{Package}, 'postgresql-15-idem', 'package name');
+is($field{Package}, 'postgresql-$major-idem', 'package name');
 is($field{Version}, $debversion, 'package version is debian/changelog\'s');
-like($field{Depends}, qr/(^|, )postgresql-15( |,|$)/, 'depends on the server');
-like($field{Depends}, qr/(^|, )libssl3\b/, 'depends on libcrypto\'s package (shlibs)');
+like($field{Depends}, qr/(^|, )postgresql-$major( |,|$)/, 'depends on the server');
+like($field{Depends}, qr/(^|, )libssl3(t64)?\b/, 'depends on libcrypto\'s package (shlibs)');
 
 my @files = grep { !m{/$} }
   map { (split ' ', $_)[5] } split /\n/, output_of('dpkg-deb', '-c', $deb);
 s{^\./}{/} for @files;
-my $lib = '/usr/lib/postgresql/15/lib';
-my $ext = '/usr/share/postgresql/15/extension';
+my $lib = "$pg/lib";
+my $ext = "/usr/share/postgresql/$major/extension";
 my %has = map { $_ => 1 } @files;
 ok($has{"$lib/idem.so"}, "idem.so in $lib");
 ok($has{"$ext/idem.control"}, "idem.control in $ext");
@@ -141,12 +155,12 @@ is_deeply(
 		grep {
 			!m{^\Q$lib\E/(idem\.so|bitcode/idem(\.index\.bc|/.*))$}
 			  && !m{^\Q$ext\E/idem(\.control|--.*\.sql)$}
-			  && !m{^/usr/share/doc/postgresql-15-idem/}
+			  && !m{^/usr/share/doc/postgresql-$major-idem/}
 		} @files
 	],
 	[],
 	'nothing else is installed');
-ok($has{'/usr/share/doc/postgresql-15-idem/copyright'}, 'the copyright file');
+ok($has{'/usr/share/doc/postgresql-$major-idem/copyright'}, 'the copyright file');
 
 my $root = "$work/root";
 system_or_bail('dpkg', '-x', $deb, $root);
@@ -162,7 +176,6 @@ unlike(output_of('nm', '-D', '--undefined-only', "$root$lib/idem.so"),
 # A server tree in the scratch root: a copy of the server's binaries (it
 # finds lib/ and share/ relative to them), the package's files, and links
 # to everything else of the installed server.
-my $pg = '/usr/lib/postgresql/15';
 make_path("$root$pg/bin");
 system_or_bail('cp', '-a', "$pg/bin/.", "$root$pg/bin/");
 # Link every entry of $from that $to (in the root) does not have yet,
@@ -187,7 +200,7 @@ sub link_missing
 	return;
 }
 link_missing("$pg/lib", $lib);
-link_missing('/usr/share/postgresql/15', '/usr/share/postgresql/15');
+link_missing("/usr/share/postgresql/$major", "/usr/share/postgresql/$major");
 
 my $node = PostgreSQL::Test::Cluster->new('pkg', install_path => "$root$pg");
 $node->init;

@@ -26,6 +26,8 @@ use FindBin;
 use lib $FindBin::RealBin;
 use IdemTest;
 
+require_extension('plproxy', 'postgresql-NN-plproxy');
+
 my $contrib = "$FindBin::RealBin/../../contrib/plproxy";
 my $nparts = 16;    # partitions of the cluster: a power of two
 my $nshards = 3;
