@@ -98,7 +98,7 @@ test-matrix:
 demo:
 	@bash test/demo.sh
 bench:
-	@bash bench/run.sh
+	@PG="$(PG)" bash bench/run.sh
 bench-verify:
 	@bash bench/verify.sh
 bench-seeds:

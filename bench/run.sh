@@ -24,11 +24,19 @@
 #                   take the server's cores)
 #   BENCH_PIN=0     no pinning: the server and pgbench share every core
 #   BENCH_QUICK=1   a short smoke run with the defaults marked quick
+#   PG=17 (or 18)   run on that server (test/servers.sh) instead of the host's
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=test/lib.sh
 source test/lib.sh
+
+# make bench PG=17 (or 18): the same run on that server of test/servers.sh,
+# in its copy of the tree
+if [ -n "${PG:-}" ] && [ -z "${IDEM_FLAVOUR:-}" ]; then
+	idem_on_server "$PG" bench/run.sh
+	exit $?
+fi
 
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	DURATION=${BENCH_DURATION:-2}

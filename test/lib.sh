@@ -1,7 +1,8 @@
 # shellcheck shell=bash
-# Shared by test/run.sh, test/demo.sh, bench/run.sh and bench/purge.sh: where
-# things go, how a private copy of the server is made with idem installed
-# into it, and how a scratch cluster is started on it.
+# Shared by test/run.sh, test/matrix.sh, test/demo.sh, bench/run.sh and
+# bench/purge.sh: where things go, how a private copy of the server is made
+# with idem installed into it, how a script runs on another server of
+# test/servers.sh, and how a scratch cluster is started.
 # Source it; it defines functions and variables, it runs nothing.
 
 IDEM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -98,6 +99,51 @@ idem_run_readable_copy() {
 		rm -rf "$stage"
 	fi
 	exit "$rc"
+}
+
+# Run script $2 of the tree (test/run.sh, bench/run.sh) on server flavour
+# $1 of test/servers.sh, with the environment words that follow (NAME=value),
+# in a copy of the tree of that server's own, so that objects built for one
+# major never meet another's: /tmp/idem-<flavour>, inside the chroot for 17
+# and 18 (idem_server_tree says where it is seen from here; its outputs are
+# in its tmp_check/); for 15 the checkout itself.  Making the server the
+# first time needs root.
+idem_on_server() {
+	local flavour=$1 script=$2 tree owner=postgres:postgres root settings
+	shift 2
+	# the settings of the tests and benchmarks go along (a chroot starts
+	# with an empty environment)
+	mapfile -t settings < <(env | grep -E '^(BENCH_[A-Z_]+|IDEM_TEST_BUDGET|IDEM_DIFF_LINES)=')
+	set -- "${settings[@]}" "$@"
+	if [ "$flavour" = 15 ]; then
+		env IDEM_FLAVOUR=15 "$@" bash "$IDEM_ROOT/$script"
+		return
+	fi
+	bash "$IDEM_ROOT/test/servers.sh" prepare "$flavour" || return 1
+	tree=$(idem_server_tree "$flavour")
+	root=$(bash "$IDEM_ROOT/test/servers.sh" chroot "$flavour")
+	if [ -n "$root" ]; then
+		owner=$(chroot "$root" id -u postgres):$(chroot "$root" id -g postgres)
+		echo "(the copy of the tree for $flavour: $tree)"
+	fi
+	rm -rf "$tree"
+	mkdir -p "$tree"
+	tar -C "$IDEM_ROOT" --exclude=./.git --exclude=./tmp_check -cf - . | tar -C "$tree" -xf - ||
+		return 1
+	if [ "$(id -u)" = 0 ]; then
+		chown -R "$owner" "$tree"
+	fi
+	bash "$IDEM_ROOT/test/servers.sh" run "$flavour" env CI="${CI:-}" "$@" \
+		bash "/tmp/idem-$flavour/$script"
+}
+
+# Where idem_on_server's copy of the tree for flavour $1 is, seen from here
+idem_server_tree() {
+	if [ "$1" = 15 ]; then
+		echo "$IDEM_ROOT"
+	else
+		echo "$(bash "$IDEM_ROOT/test/servers.sh" chroot "$1")/tmp/idem-$1"
+	fi
 }
 
 # A scratch cluster of the demo's or a benchmark's own: a data directory

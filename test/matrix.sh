@@ -32,18 +32,6 @@ total_failed=0
 total_skipped=0
 lines=()
 
-# Copy the tree (without .git and tmp_check) to $1, owned by the server user
-# of the place it runs in (postgres, whose uid the chroot's package chose)
-stage_tree() {
-	local dest=$1 owner=$2
-	rm -rf "$dest"
-	mkdir -p "$dest"
-	tar -C "$IDEM_ROOT" --exclude=./.git --exclude=./tmp_check -cf - . | tar -C "$dest" -xf - || return 1
-	if [ "$(id -u)" = 0 ]; then
-		chown -R "$owner" "$dest"
-	fi
-}
-
 # The "TRAP:" lines of the server logs below $1, one a line with its file
 summarize_traps() {
 	grep -r --include='*.log' --include='postmaster.log' --include='regress_log_*' \
@@ -69,7 +57,7 @@ kits_for() {
 
 # Run the suite on flavour $1; add its counts to the totals
 run_flavour() {
-	local flavour=$1 label tree inside log line passed failed skipped traps root uid
+	local flavour=$1 label tree log line passed failed skipped traps
 	label=pg$flavour
 	echo ""
 	echo "=== $label ==="
@@ -79,34 +67,10 @@ run_flavour() {
 		total_failed=$((total_failed + 1))
 		return
 	fi
-	case "$flavour" in
-		15)
-			tree=$IDEM_ROOT
-			log=$IDEM_BUILD/matrix-$flavour.log
-			mkdir -p "$IDEM_BUILD"
-			IDEM_FLAVOUR=15 bash test/run.sh 2>&1 | tee "$log"
-			;;
-		15-cassert)
-			tree=/tmp/idem-$flavour
-			log=$IDEM_BUILD/matrix/$flavour.log
-			mkdir -p "$IDEM_BUILD/matrix"
-			stage_tree "$tree" postgres: || return
-			bash test/servers.sh run "$flavour" env CI="${CI:-}" \
-				bash "$tree/test/run.sh" 2>&1 | tee "$log"
-			;;
-		*)
-			root=$(bash test/servers.sh chroot "$flavour")
-			inside=/tmp/idem-$flavour
-			tree=$root$inside
-			log=$IDEM_BUILD/matrix/$flavour.log
-			mkdir -p "$IDEM_BUILD/matrix"
-			uid=$(chroot "$root" id -u postgres 2>/dev/null || echo 0)
-			stage_tree "$tree" "$uid:$uid" || return
-			echo "(in the $flavour chroot: $tree)"
-			bash test/servers.sh run "$flavour" env CI="${CI:-}" IDEM_KITS="$(kits_for "$flavour")" \
-				bash "$inside/test/run.sh" 2>&1 | tee "$log"
-			;;
-	esac
+	log=$IDEM_BUILD/matrix/$flavour.log
+	mkdir -p "$IDEM_BUILD/matrix"
+	idem_on_server "$flavour" test/run.sh IDEM_KITS="$(kits_for "$flavour")" 2>&1 | tee "$log"
+	tree=$(idem_server_tree "$flavour")
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
 	passed=$(echo "$line" | sed -nE 's/^([0-9]+) passed.*/\1/p')
 	failed=$(echo "$line" | sed -nE 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/p')
