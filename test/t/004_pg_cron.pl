@@ -8,11 +8,14 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+use FindBin;
+use lib $FindBin::RealBin;
+use IdemTest;
+
+require_extension('pg_cron', 'postgresql-NN-cron');
+
 my $node = PostgreSQL::Test::Cluster->new('pg_cron');
 $node->init;
-
-my $pkglibdir = $node->config_data('--pkglibdir');
-plan skip_all => 'pg_cron is not installed' unless -e "$pkglibdir/pg_cron.so";
 
 # The worker is paused: whatever is purged here, pg_cron's job purged it.
 # Jobs run in background workers, so no connection settings are needed.
