@@ -117,7 +117,6 @@ system_or_bail("tar -C '$src' --exclude=./.git --exclude=./tmp_check -cf - . | t
 	local $ENV{IDEM_ASSERT} = 1;
 	local $ENV{CI}          = 1;
 	local $ENV{DEB_BUILD_OPTIONS} = 'noautodbgsym';
-	local $ENV{PG_UPDATECONTROL} = 'yes';
 	my $build_log = "$PostgreSQL::Test::Utils::log_path/115_dpkg_buildpackage.log";
 	note("dpkg-buildpackage writes to $build_log");
 	my $built = IPC::Run::run(
