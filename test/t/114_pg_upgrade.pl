@@ -1,17 +1,23 @@
-# pg_upgrade (15 to 15, --link): every key (completed, failed, released,
-# processing with a lease and a checkpoint, a later attempt, a payment key),
-# every webhook record and webhook source, the token sequence and the grants
-# on idem's functions and views (including those an extension update
-# recorded as initial privileges) come through unchanged; the attempt in
-# flight is completed by its token afterwards, and claims go on.  The purge
-# worker never runs on pg_upgrade's servers: its lines are absent from
-# pg_upgrade's server log, written at a level that shows every background
-# worker registered and started, and that does show idem's when the same
-# cluster starts normally.
+# pg_upgrade (--link) across major versions: when IDEM_KITS names older
+# servers with idem ("15=KIT 17=KIT", oldest first, each server installed at
+# KIT/usr/lib/postgresql/NN), the cluster is made with the oldest, upgraded
+# to each next one and at last to the server the test runs on, each hop by
+# the newer side's pg_upgrade; without kits, one hop from this server to
+# itself.  Every key (completed, failed, released, processing with a lease
+# and a checkpoint, a later attempt, a payment key), every webhook record
+# and webhook source, the token sequence and the grants on idem's functions
+# and views (including those an extension update recorded as initial
+# privileges) come through unchanged; the attempt in flight is completed by
+# its token afterwards, and claims go on.  The purge worker never runs on
+# pg_upgrade's servers, at any hop: its lines are absent from pg_upgrade's
+# server log, written at a level that shows every background worker
+# registered and started, and that does show idem's when the same cluster
+# starts normally.
 use strict;
 use warnings;
 
 use File::Find;
+use File::Spec;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -20,17 +26,46 @@ use FindBin;
 use lib $FindBin::RealBin;
 use IdemTest;
 
-# DEBUG1 logs each background worker the postmaster registers and starts
+# The older servers, oldest first, as [major, kit]
+my @kits = map { [ split /=/, $_, 2 ] } split ' ', $ENV{IDEM_KITS} // '';
+# pg_upgrade runs the old binaries with its own environment, so the
+# libraries the kits need and this system lacks are on the path of the
+# whole test.  Newest kit first: where two kits carry the same soname
+# (libxml2.so.2), the newer build serves the older binaries as well.
+$ENV{LD_LIBRARY_PATH} =
+  join(':', (map { "$_->[1]/compat-lib" } reverse @kits), $ENV{LD_LIBRARY_PATH} // ())
+  if @kits;
+
+# DEBUG1 logs each background worker the postmaster registers and starts.
+# pg_prewarm's autoprewarm leader is a background worker that also runs in
+# binary-upgrade mode (from 17 on, the logical replication launcher does
+# not): its start shows that pg_upgrade's servers did start their workers.
 my $conf = q(
-shared_preload_libraries = 'idem'
+shared_preload_libraries = 'pg_prewarm,idem'
 idem.database = 'postgres'
 idem.purge_interval = '1s'
 log_min_messages = debug1
 );
 
-my $old = PostgreSQL::Test::Cluster->new('old');
-$old->init(extra => [ '--encoding=UTF8', '--no-locale' ]);
-$old->append_conf('postgresql.conf', $conf);
+# The clusters of the chain, oldest first, each made (not started) with
+# the server at install path $path, or this one
+sub cluster
+{
+	my ($name, $path) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name, $path ? (install_path => $path) : ());
+	# Checksums on in all: 18's initdb turns them on by default, older
+	# ones off, and pg_upgrade wants both sides alike.
+	$node->init(extra => [ '--encoding=UTF8', '--no-locale', '--data-checksums' ]);
+	$node->append_conf('postgresql.conf', $conf);
+	return $node;
+}
+my @paths = ((map { "$_->[1]/usr/lib/postgresql/$_->[0]" } @kits), undef);
+unshift @paths, undef if @paths == 1;
+my @chain = map {
+	cluster($_ == 0 ? 'old' : $_ == $#paths ? 'new' : "hop$_", $paths[$_])
+} 0 .. $#paths;
+my ($old, $new) = @chain[ 0, -1 ];
+note 'the upgrades: ', join(' to ', map { $_->pg_version } @chain);
 $old->start;
 
 # Lines of a server log that say an idem background process was registered,
@@ -133,9 +168,12 @@ my %rows_q = map { $_->[0] => "SELECT t::text FROM idem.$_->[0] t ORDER BY $_->[
 my $seq_q = 'SELECT last_value, is_called FROM idem.token_seq';
 # Every object of the extension with its privileges and its initial
 # privileges (those of CREATE EXTENSION and ALTER EXTENSION UPDATE, which
-# pg_dump leaves out), and the column privileges on its tables.  Privileges
-# equal to the default for the object's kind and owner are shown as the
-# default: pg_upgrade leaves them NULL, which means the same.
+# pg_dump leaves out), and the column privileges on its tables, each told as
+# pg_dump tells it: what they grant beyond the default for the object's kind
+# and owner (+) and what of that default they take away (-).  pg_upgrade
+# leaves privileges equal to the default NULL, which means the same, and the
+# default itself is not the same in every version (17 gave the owner of a
+# table MAINTAIN).
 my $acl_q = q{
 WITH member AS (
     SELECT d.classid, d.objid, a.acl, a.dflt
@@ -149,17 +187,30 @@ WITH member AS (
              SELECT nspacl, acldefault('n', nspowner) FROM pg_namespace
              WHERE d.classid = 'pg_namespace'::regclass AND oid = d.objid) a(acl, dflt)
     WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
-      AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem'))
-SELECT pg_describe_object(m.classid, m.objid, 0),
-       coalesce(m.acl, m.dflt),
-       coalesce((SELECT initprivs FROM pg_init_privs i
-                 WHERE i.classoid = m.classid AND i.objoid = m.objid AND i.objsubid = 0), m.dflt)
-FROM member m
-UNION ALL
-SELECT attrelid::regclass || '.' || attname, attacl, NULL
-FROM pg_attribute WHERE attrelid IN ('idem.keys'::regclass, 'idem.webhooks'::regclass)
-  AND attacl IS NOT NULL
-ORDER BY 1};
+      AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')),
+priv AS (
+    SELECT pg_describe_object(m.classid, m.objid, 0) AS what, m.dflt,
+           coalesce(m.acl, m.dflt) AS acl,
+           coalesce((SELECT initprivs FROM pg_init_privs i
+                     WHERE i.classoid = m.classid AND i.objoid = m.objid AND i.objsubid = 0),
+                    m.dflt) AS init
+    FROM member m
+    UNION ALL
+    SELECT attrelid::regclass || '.' || attname, NULL, attacl, NULL
+    FROM pg_attribute WHERE attrelid IN ('idem.keys'::regclass, 'idem.webhooks'::regclass)
+      AND attacl IS NOT NULL)
+SELECT p.what, v.kind,
+       (SELECT string_agg(t, ', ' ORDER BY t)
+        FROM (SELECT e.sign || CASE e.grantee WHEN 0 THEN 'PUBLIC' ELSE e.grantee::regrole::text END
+                     || ' ' || e.privilege_type || CASE WHEN e.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END
+                     || ' BY ' || e.grantor::regrole
+              FROM ((SELECT '+', * FROM aclexplode(v.acl) EXCEPT SELECT '+', * FROM aclexplode(p.dflt))
+                    UNION ALL
+                    (SELECT '-', * FROM aclexplode(p.dflt) EXCEPT SELECT '-', * FROM aclexplode(v.acl)))
+                   e(sign, grantor, grantee, privilege_type, is_grantable)) d(t))
+FROM priv p, LATERAL (VALUES ('privileges', p.acl), ('initial privileges', p.init)) v(kind, acl)
+WHERE v.acl IS NOT NULL
+ORDER BY 1, 2};
 my $privs_q = q{
 SELECT has_function_privilege('app_role', 'idem_claim(text, bytea, text, interval, interval, boolean)', 'EXECUTE'),
        has_function_privilege('app_role', 'idem_complete(text, jsonb, text, bigint)', 'EXECUTE'),
@@ -181,6 +232,14 @@ for my $db (qw(postgres legacy))
 		$before{$db}{$q} = $old->safe_psql($db, $q);
 	}
 }
+like(
+	$before{postgres}{$acl_q},
+	qr/^function idem_claim\(text,bytea,text,interval,interval,boolean\)\|privileges\|\+app_role EXECUTE BY postgres, -PUBLIC EXECUTE BY postgres$/m,
+	'the privileges read as what they grant and revoke against the defaults');
+like(
+	$before{legacy}{$acl_q},
+	qr/^function idem\.stats_1_3\(\)\|initial privileges\|\+idem_monitor EXECUTE BY postgres, -PUBLIC EXECUTE BY postgres$/m,
+	'and the initial privileges too');
 is($old->safe_psql('postgres', $privs_q), 't|t|f|t|t|t|f|f', 'the grants before the upgrade');
 is($old->safe_psql('legacy', $legacy_privs_q), 't|t',
 	'the update to 1.3 granted idem.stats_1_3() to the monitoring role');
@@ -192,47 +251,101 @@ my $max_token = $old->safe_psql('postgres', 'SELECT max(token) FROM idem.keys');
 my $payment_key = $old->safe_psql('postgres',
 	"SELECT idem_payment_key('m-7', 'order-42', 100.50, 'EUR', '2026-01-02')");
 
+# pg_dumpall of this server, the newest of the chain, dumps both sides:
+# older versions' pg_dumpall writes otherwise.
+my $bindir = `pg_config --bindir`;
+chomp $bindir;
 my $dump_before = $old->basedir . '/before.sql';
-$old->command_ok([ 'pg_dumpall', '--no-sync', '-d', $old->connstr('postgres'), '-f', $dump_before ],
+command_ok(
+	[ "$bindir/pg_dumpall", '--no-sync', '-d', $old->connstr('postgres'), '-f', $dump_before ],
 	'pg_dumpall before the upgrade');
 
-# --- pg_upgrade ---
+# --- pg_upgrade, hop by hop ---
 
-my $new = PostgreSQL::Test::Cluster->new('new');
-$new->init(extra => [ '--encoding=UTF8', '--no-locale' ]);
-$new->append_conf('postgresql.conf', $conf);
+# Debian's 15.20 and 17.12 stamp every column they create with an option
+# pg_attver (in pg_attribute.attoptions) that 18.6, released before them,
+# does not know: its pg_dump copies the stamps of the old cluster's tables
+# into the binary-upgrade dump, and its server refuses them, so pg_upgrade
+# fails on any table.  A server that stamps leaves the old stamps out and
+# stamps anew.  Before a hop into a server that does not stamp, the stamps
+# are taken off the old cluster's own tables (nothing else of pg_attribute
+# changes; the rows of idem's tables are compared after the last hop).
+my $stamped_q = q{SELECT count(*) > 0 FROM pg_attribute WHERE attoptions::text LIKE '%pg_attver=%'};
+sub unstamp
+{
+	my ($from, $to) = @_;
+	return unless $from->safe_psql('postgres', $stamped_q) eq 't';
+	$to->start;
+	my $stamps = $to->safe_psql('postgres', $stamped_q);
+	$to->stop;
+	return if $stamps eq 't';
+	note 'taking the pg_attver stamps off the user tables of ', $from->name;
+	for my $db (split /\n/,
+		$from->safe_psql('postgres', 'SELECT datname FROM pg_database WHERE datallowconn'))
+	{
+		$from->safe_psql(
+			$db, q{
+UPDATE pg_attribute
+SET attoptions = nullif(ARRAY(SELECT o FROM unnest(attoptions) o WHERE o NOT LIKE 'pg_attver=%'), '{}')
+WHERE attrelid >= 16384 AND attoptions::text LIKE '%pg_attver=%'});
+	}
+	return;
+}
 
-my $bindir = $old->config_data('--bindir');
-$old->stop;
-# pg_upgrade writes its scripts to the current directory
-chdir $new->basedir or die $!;
-command_ok(
-	[
-		'pg_upgrade', '--no-sync', '--link', '--retain',
-		'-d', $old->data_dir, '-D', $new->data_dir,
-		'-b', $bindir, '-B', $bindir,
-		'-s', $new->host,
-		'-p', $old->port, '-P', $new->port,
-		'-U', scalar getpwuid($<)
-	],
-	'pg_upgrade --link, with idem preloaded in both clusters');
+# Upgrade running cluster $from into $to with $to's pg_upgrade, and show
+# that nothing of idem's ran on pg_upgrade's servers.
+sub upgrade
+{
+	my ($from, $to) = @_;
+	my $hop = $from->pg_version->major . ' to ' . $to->pg_version->major;
+	unstamp($from, $to);
+	$from->stop;
+	my ($old_bindir, $new_bindir) = map { $_->config_data('--bindir') } $from, $to;
+	# The test library may give relative paths; pg_upgrade runs elsewhere.
+	my ($olddata, $newdata, $dir) =
+	  map { File::Spec->rel2abs($_) } $from->data_dir, $to->data_dir, $to->basedir;
+	# pg_upgrade writes its scripts to the current directory
+	ok( run_log(
+			[
+				"$new_bindir/pg_upgrade", '--no-sync', '--link', '--retain',
+				'-d', $olddata, '-D', $newdata,
+				'-b', $old_bindir, '-B', $new_bindir,
+				'-s', $to->host,
+				'-p', $from->port, '-P', $to->port,
+				'-U', scalar getpwuid($<)
+			],
+			init => sub { chdir $dir or die "chdir $dir: $!" }),
+		"$hop: pg_upgrade --link, with idem preloaded in both clusters");
 
-# --- Nothing of idem's ran on pg_upgrade's servers ---
+	my @server_logs;
+	find(sub { push @server_logs, $File::Find::name if $_ eq 'pg_upgrade_server.log' },
+		"$newdata/pg_upgrade_output.d");
+	is(scalar @server_logs, 1, "$hop: pg_upgrade kept its server log (--retain)");
+	my $upgrade_log = slurp_file($server_logs[0] // '/dev/null');
+	my $starts = () = $upgrade_log =~ /database system is ready to accept connections/g;
+	my $workers = () = $upgrade_log =~ /starting background worker process "autoprewarm leader"/g;
+	cmp_ok($starts, '>=', 2, "$hop: pg_upgrade started its servers ($starts starts in its log)");
+	is($workers, $starts,
+		"$hop: at each start the log shows the background workers started (the autoprewarm leader)");
+	my @upgrade_idem = $upgrade_log =~ /$idem_lines/g;
+	is(scalar @upgrade_idem, 0,
+		"$hop: and no idem purge launcher or worker registered, started or ran in binary-upgrade mode")
+	  or diag join "\n", @upgrade_idem;
+	return;
+}
 
-my @server_logs;
-find(sub { push @server_logs, $File::Find::name if $_ eq 'pg_upgrade_server.log' },
-	$new->data_dir . '/pg_upgrade_output.d');
-is(scalar @server_logs, 1, 'pg_upgrade kept its server log (--retain)');
-my $upgrade_log = slurp_file($server_logs[0]);
-my $starts = () = $upgrade_log =~ /database system is ready to accept connections/g;
-my $lr = () = $upgrade_log =~ /starting background worker process "logical replication launcher"/g;
-cmp_ok($starts, '>=', 2, "pg_upgrade started its servers ($starts starts in its log)");
-is($lr, $starts,
-	'at each start the log shows the background workers started (the logical replication launcher)');
-my @upgrade_idem = $upgrade_log =~ /$idem_lines/g;
-is(scalar @upgrade_idem, 0,
-	'and no idem purge launcher or worker registered, started or ran in binary-upgrade mode')
-  or diag join "\n", @upgrade_idem;
+for my $i (1 .. $#chain)
+{
+	upgrade(@chain[ $i - 1, $i ]);
+	next if $i == $#chain;
+	# A cluster on the way, started as its operator would start it
+	$chain[$i]->start;
+	for my $db (qw(postgres legacy))
+	{
+		is($chain[$i]->safe_psql($db, $rows_q{keys}), $before{$db}{ $rows_q{keys} },
+			$chain[$i]->pg_version->major . ": $db: every key is unchanged on the way");
+	}
+}
 
 # --- The upgraded cluster ---
 
@@ -259,10 +372,15 @@ is( $new->safe_psql(
 	't', 'the monitoring role reads idem_stats in the updated database');
 
 my $dump_after = $new->basedir . '/after.sql';
-$new->command_ok([ 'pg_dumpall', '--no-sync', '-d', $new->connstr('postgres'), '-f', $dump_after ],
+command_ok(
+	[ "$bindir/pg_dumpall", '--no-sync', '-d', $new->connstr('postgres'), '-f', $dump_after ],
 	'pg_dumpall after the upgrade');
-# Less the random keys of \restrict, new in every dump
-my @dumps = map { slurp_file($_) =~ s/^\\(?:un)?restrict .*$//mgr } $dump_before, $dump_after;
+# Less the random keys of \restrict, new in every dump, and the version of
+# the server dumped, named in a comment of each database's part: the oldest
+# server of the chain before, this one after
+my @dumps = map {
+	slurp_file($_) =~ s/^\\(?:un)?restrict .*$//mgr =~ s/^-- Dumped from database version .*$//mgr
+} $dump_before, $dump_after;
 is($dumps[1], $dumps[0], 'pg_dumpall writes the same before and after the upgrade');
 
 # --- Claims, replays and the attempt in flight ---
