@@ -42,12 +42,18 @@ SELECT string_agg(x, E'\n' ORDER BY x) FROM (
 ) s(x)};
 
 # The extension's member objects, as pg_describe_object names them
+# The members of the extension, less the row types of its tables and views
+# and their array types, which go with the relations: 15 records them as
+# members for CREATE EXTENSION only, 17 on for an update's new relations too.
 my $members_q = q{
 SELECT string_agg(pg_describe_object(classid, objid, objsubid), E'\n'
                   ORDER BY pg_describe_object(classid, objid, objsubid))
-FROM pg_depend
+FROM pg_depend d
 WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
-  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')};
+  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
+  AND NOT EXISTS (SELECT 1 FROM pg_type t LEFT JOIN pg_type e ON e.oid = t.typelem
+                  WHERE d.classid = 'pg_type'::regclass AND t.oid = d.objid
+                    AND (t.typrelid <> 0 OR e.typrelid <> 0))};
 
 my $version_q = "SELECT extversion FROM pg_extension WHERE extname = 'idem'";
 
