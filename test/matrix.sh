@@ -21,12 +21,6 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 . test/lib.sh
 
-if [ $# = 0 ]; then
-	mapfile -t flavours < <(bash test/servers.sh flavours)
-else
-	flavours=("$@")
-fi
-
 total_passed=0
 total_failed=0
 total_skipped=0
@@ -100,11 +94,42 @@ run_flavour() {
 	total_skipped=$((total_skipped + skipped))
 }
 
-for f in "${flavours[@]}"; do
-	run_flavour "$f"
-done
+# Run every flavour asked for (all by default) and sum the lines
+main() {
+	local flavours f preparing=""
+	if [ $# = 0 ]; then
+		mapfile -t flavours < <(bash test/servers.sh flavours)
+	else
+		flavours=("$@")
+	fi
 
-echo ""
-printf '%s\n' "${lines[@]}"
-echo "$total_passed passed, $total_failed failed, $total_skipped skipped"
-[ "$total_failed" = 0 ] && [ $((total_passed + total_failed)) -gt 0 ]
+	# Make the servers of the later flavours (chroots, source builds) while
+	# the first ones run their tests: on a fresh machine that is most of the
+	# set-up time.  Each piece is made once, under its lock in
+	# test/servers.sh; a flavour whose turn comes first waits for it there.
+	mkdir -p "$IDEM_BUILD/matrix"
+	if [ "$(id -u)" = 0 ] && [ ${#flavours[@]} -gt 1 ]; then
+		# the host's packages first, so that no two installs meet
+		bash test/servers.sh host-packages
+		case " ${flavours[*]} " in *" 15 "*) bash test/servers.sh prepare 15 ;; esac
+		(
+			for f in "${flavours[@]:1}"; do
+				bash test/servers.sh prepare "$f" || echo "matrix.sh: making $f failed (its run says why)"
+			done
+		) >"$IDEM_BUILD/matrix/prepare.log" 2>&1 &
+		preparing=$!
+	fi
+
+	for f in "${flavours[@]}"; do
+		run_flavour "$f"
+	done
+	[ -n "$preparing" ] && wait "$preparing"
+
+	echo ""
+	printf '%s\n' "${lines[@]}"
+	echo "$total_passed passed, $total_failed failed, $total_skipped skipped"
+	[ "$total_failed" = 0 ] && [ $((total_passed + total_failed)) -gt 0 ]
+}
+
+# On one line: a run goes on reading this file after main returns.
+main "$@"; exit $?

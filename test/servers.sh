@@ -22,6 +22,7 @@
 #   test/servers.sh kit FROM INTO TREE    FROM's server with idem (from TREE) in
 #                                         INTO's chroot, for upgrade tests
 #   test/servers.sh chroot FLAVOUR        where FLAVOUR's chroot is (if it has one)
+#   test/servers.sh host-packages         install what making them takes here
 #   test/servers.sh mirror                the mirror the chroots come from
 #   test/servers.sh flavours              the flavours, one a line
 #
@@ -148,7 +149,6 @@ make_chroot() (
 	if [ "$(cat "$root/.idem-ready" 2>/dev/null)" = "$CHROOT_RECIPE" ]; then
 		return 0
 	fi
-	host_install debootstrap || die "cannot install debootstrap"
 	site=$(mirror) || exit 1
 	echo "servers.sh: making the $codename chroot in $root from $site" >&2
 	rm -rf "$root"
@@ -168,11 +168,16 @@ make_chroot() (
 	# A mirror may serve a release whose signed Release file has passed its
 	# Valid-Until date (a frozen copy of unstable): take it all the same.
 	echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99idem"
-	chroot_exec "$root" apt-get -o APT::Install-Recommends=false -y -qq update &&
-	chroot_exec "$root" apt-get -o APT::Install-Recommends=false -y -qq install \
+	chroot_exec "$root" "${APT[@]}" update &&
+	chroot_exec "$root" "${APT[@]}" install \
 		"postgresql-$major" "postgresql-server-dev-$major" build-essential \
 		libssl-dev openssl locales-all ca-certificates >/dev/null ||
 		die "installing PostgreSQL $major in the $codename chroot failed"
+	# and what the tests need there, as test/deps.sh installs it on a host
+	cp "$(dirname "${BASH_SOURCE[0]}")/deps.sh" "$root/tmp/idem-deps.sh" &&
+	chroot_exec "$root" env IDEM_PG_MAJOR="$major" bash /tmp/idem-deps.sh ||
+		die "installing the tests' packages in the $codename chroot failed"
+	rm -f "$root/tmp/idem-deps.sh"
 	echo "$CHROOT_RECIPE" >"$root/.idem-ready"
 )
 
@@ -189,7 +194,6 @@ fetch_source() {
 	local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=/nonexistent"
 		-o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt" -o "Debug::NoLocking=1" -o "APT::Sandbox::User=root"
 		-o "Acquire::Check-Valid-Until=false")
-	host_install dpkg-dev || die "cannot install dpkg-dev"
 	apt-get "${opts[@]}" -qq update || die "apt-get update for the $codename sources failed"
 	if ! (cd "$dest" && apt-get "${opts[@]}" -qq --download-only source "$pkg" 2>"$dest/apt.log"); then
 		fetch_earlier_source "$site" "$pkg" \
@@ -290,17 +294,22 @@ make_cassert() (
 	(fetch_source "$codename" pg-cron "$work/ext-pg_cron") ||
 		echo "servers.sh: no pg_cron source: test/t/004 will skip on $flavour" >&2
 	if [ -n "$root" ]; then
-		chroot_exec "$root" apt-get -o APT::Install-Recommends=false -y -qq install \
+		chroot_exec "$root" "${APT[@]}" install \
 			"${BUILD_DEPS[@]}" >/dev/null || die "installing build dependencies in $root failed"
 		build_commands "${work#"$root"}/src" "$prefix" | chroot_exec "$root" bash ||
 			die "building $flavour failed (logs in $work/src)"
 	else
-		host_install "${BUILD_DEPS[@]}" || die "installing build dependencies failed"
 		build_commands "$work/src" "$prefix" | bash || die "building $flavour failed (logs in $work/src)"
 	fi
 	rm -rf "$work"
 	echo "$BUILD_RECIPE" >"$marker"
 )
+
+# What making the servers takes on the host, installed in one go (a run
+# that makes several at once then never runs apt on the host twice at once)
+host_packages() {
+	host_install debootstrap dpkg-dev patch curl "${BUILD_DEPS[@]}"
+}
 
 # Make flavour $1's server (whatever of it is not cached).
 prepare() {
@@ -308,6 +317,7 @@ prepare() {
 	codename_of "$flavour" >/dev/null
 	[ "$(id -u)" = 0 ] || die "making the $flavour server needs root"
 	mkdir -p "$IDEM_CACHE"
+	[ "$flavour" = 15 ] || host_packages || exit 1
 	case "$flavour" in
 		15) IDEM_PG_MAJOR=15 bash "$(dirname "${BASH_SOURCE[0]}")/deps.sh" >&2 || exit 1 ;;
 		*-cassert) make_cassert "$flavour" || exit 1 ;;
@@ -389,6 +399,7 @@ main() {
 	case "${1:-}" in
 		prepare) [ $# = 2 ] || die "usage: $0 prepare FLAVOUR"; prepare "$2" ;;
 		run) [ $# -ge 3 ] || die "usage: $0 run FLAVOUR CMD..."; shift; run "$@" ;;
+		host-packages) host_packages ;;
 		kit) [ $# = 4 ] || die "usage: $0 kit FROM INTO TREE"; kit "$2" "$3" "$4" ;;
 		mirror) mirror ;;
 		chroot) [ $# = 2 ] || die "usage: $0 chroot FLAVOUR"; in_chroot "$2" && chroot_dir "$2" ;;
