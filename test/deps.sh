@@ -29,6 +29,11 @@ want() {
 	fi
 }
 
+# Is Debian package $1 installed?
+installed() {
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'
+}
+
 # What each package gives us, tested by its effect rather than by dpkg, so
 # that a server built from source with these pieces in place passes too.
 want "postgresql-$PG_MAJOR" test -x "$PGLIB/bin/postgres"
@@ -54,7 +59,9 @@ want prometheus command -v promtool
 # test/t/115_debian_package.pl)
 want dpkg-dev command -v dpkg-buildpackage
 want debhelper command -v dh
-want postgresql-server-dev-all test -f /usr/share/postgresql-common/pgxs_debian_control.mk
+# (the package itself: dpkg-checkbuilddeps asks for it by name, and from
+# Debian 13 on pgxs_debian_control.mk alone comes with postgresql-common-dev)
+want postgresql-server-dev-all installed postgresql-server-dev-all
 # PL/Proxy: the router in front of the shards of test/t/116_plproxy.pl
 want "postgresql-$PG_MAJOR-plproxy" test -f "$PGSHARE/extension/plproxy.control"
 # pg_auto_failover: the monitor's extension and pg_autoctl, for the failover test

@@ -105,7 +105,8 @@ ok((grep { /^idem--(.+--)?\Q$extversion\E\.sql$/ } @scripts),
 
 # --- the build ---------------------------------------------------------
 
-my $work = PostgreSQL::Test::Utils::tempdir('pkg');
+# absolute: the framework of 17 and 18 gives a relative path
+my $work = realpath(PostgreSQL::Test::Utils::tempdir('pkg'));
 my $tree = "$work/idem-$version";
 make_path($tree);
 # the source as a user has it: no git metadata, no test outputs
@@ -134,7 +135,7 @@ ok(defined $deb, "postgresql-$major-idem_${debversion} built") or BAIL_OUT('no p
 
 my %field = map { $_ => output_of('dpkg-deb', '-f', $deb, $_) =~ s/\s+$//r }
   qw(Package Version Depends);
-is($field{Package}, 'postgresql-$major-idem', 'package name');
+is($field{Package}, "postgresql-$major-idem", 'package name');
 is($field{Version}, $debversion, 'package version is debian/changelog\'s');
 like($field{Depends}, qr/(^|, )postgresql-$major( |,|$)/, 'depends on the server');
 like($field{Depends}, qr/(^|, )libssl3(t64)?\b/, 'depends on libcrypto\'s package (shlibs)');
@@ -159,7 +160,7 @@ is_deeply(
 	],
 	[],
 	'nothing else is installed');
-ok($has{'/usr/share/doc/postgresql-$major-idem/copyright'}, 'the copyright file');
+ok($has{"/usr/share/doc/postgresql-$major-idem/copyright"}, 'the copyright file');
 
 my $root = "$work/root";
 system_or_bail('dpkg', '-x', $deb, $root);
