@@ -72,7 +72,9 @@ idem_core_fetch_pinned(Relation heap, Buffer buffer, ItemPointer tid,
  * (IDEM_INDEX_SUMMARIZING: the summarizing indexes alone).
  *   15: every update that is not HOT inserts into every index;
  *   17, 18: a HOT update that changed a column of a summarizing (BRIN)
- *   index inserts into those indexes only (onlySummarizing).
+ *   index inserts into those indexes only (onlySummarizing), and what an
+ *   access method keeps between inserts is released after them, as
+ *   ExecCloseIndices does with index_insert_cleanup.
  * idem's tables take only plain indexes: an expression, partial or
  * exclusion index that a DBA added is refused rather than left stale.
  */
@@ -125,6 +127,10 @@ idem_core_insert_index_entries(Relation heap, HeapTuple tup,
 		index_insert(ind, values, isnull, &tup->t_self, heap,
 					 ind->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO,
 					 unchanged, ii);
+#if PG_VERSION_NUM >= 170000
+		/* what the access method kept for further inserts (BRIN's pins) */
+		index_insert_cleanup(ind, ii);
+#endif
 		index_close(ind, NoLock);
 	}
 	ExecDropSingleTupleTableSlot(slot);
