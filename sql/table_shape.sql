@@ -187,6 +187,22 @@ SELECT * FROM pg_temp.refused('keys', $$
     CREATE POLICY keys_own_scope ON idem.keys USING (scope = current_user)
 $$);
 
+-- an index a DBA adds on a column is kept up to date, a summarizing (BRIN)
+-- one included: completing a claim after its range was summarized must
+-- widen the summary, or a scan through the index would miss the key (from
+-- 16 on that completion is a HOT update that maintains the BRIN index alone)
+CREATE INDEX keys_completed_brin ON idem.keys USING brin (completed_at);
+SELECT token AS brin_token FROM idem_claim('shape-brin', scope => 'shape', lease => '1 hour') \gset
+SELECT brin_summarize_new_values('idem.keys_completed_brin') >= 0 AS summarized;
+SELECT clock_timestamp() AS before_complete \gset
+SELECT idem_complete('shape-brin', '{}', scope => 'shape', token => :brin_token);
+SET enable_seqscan = off;
+SET enable_indexscan = off;
+SELECT key FROM idem.keys WHERE completed_at >= :'before_complete';
+RESET enable_seqscan;
+RESET enable_indexscan;
+DROP INDEX idem.keys_completed_brin;
+
 -- leave the tables as they were
 DROP FUNCTION public.shape_trigger();
 DELETE FROM idem.keys WHERE scope = 'shape';
