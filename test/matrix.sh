@@ -51,8 +51,9 @@ kits_for() {
 
 # Run the suite on flavour $1; add its counts to the totals
 run_flavour() {
-	local flavour=$1 label tree log line passed failed skipped traps
+	local flavour=$1 label tree log line passed failed skipped traps start
 	label=pg$flavour
+	start=$(date +%s)
 	echo ""
 	echo "=== $label ==="
 	if ! bash test/servers.sh prepare "$flavour"; then
@@ -87,6 +88,7 @@ run_flavour() {
 			;;
 	esac
 	line="$label: $passed passed, $failed failed, $skipped skipped"
+	echo "($label took $(( ($(date +%s) - start + 30) / 60 )) min)"
 	echo "$line"
 	lines+=("$line")
 	total_passed=$((total_passed + passed))
