@@ -101,6 +101,20 @@ idem_run_readable_copy() {
 	exit "$rc"
 }
 
+# Copy the source tree to directory $1 (made if missing): what git tracks
+# and the new files it does not ignore, so no object built for one server
+# goes along to another; outside a git checkout, all but the known outputs.
+idem_copy_tree() {
+	mkdir -p "$1" || return 1
+	if git -C "$IDEM_ROOT" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+		git -C "$IDEM_ROOT" ls-files -z -co --exclude-standard |
+			tar -C "$IDEM_ROOT" --null -T - -cf - | tar -C "$1" -xf -
+	else
+		tar -C "$IDEM_ROOT" --exclude=./.git --exclude=./tmp_check --exclude='*.o' \
+			--exclude='*.so' --exclude='*.bc' --exclude=./src/.flavour -cf - . | tar -C "$1" -xf -
+	fi
+}
+
 # Run script $2 of the tree (test/run.sh, bench/run.sh) on server flavour
 # $1 of test/servers.sh, with the environment words that follow (NAME=value),
 # in a copy of the tree of that server's own, so that objects built for one
@@ -127,9 +141,7 @@ idem_on_server() {
 		echo "(the copy of the tree for $flavour: $tree)"
 	fi
 	rm -rf "$tree"
-	mkdir -p "$tree"
-	tar -C "$IDEM_ROOT" --exclude=./.git --exclude=./tmp_check -cf - . | tar -C "$tree" -xf - ||
-		return 1
+	idem_copy_tree "$tree" || return 1
 	if [ "$(id -u)" = 0 ]; then
 		chown -R "$owner" "$tree"
 	fi

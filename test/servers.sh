@@ -367,7 +367,7 @@ kit() {
 	inst=/tmp/idem-kit-inst-$major
 	rm -rf "${src_root%/}$build" "${src_root%/}$inst"
 	mkdir -p "${src_root%/}$build"
-	tar -C "$tree" --exclude=./.git --exclude=./tmp_check -cf - . | tar -C "${src_root%/}$build" -xf - &&
+	(IDEM_ROOT=$tree && . "$tree/test/lib.sh" && idem_copy_tree "${src_root%/}$build") &&
 	run "$from" bash -c "make -s -C $build PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config >/dev/null &&
 		make -s -C $build install PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config DESTDIR=$inst >/dev/null" ||
 		die "building idem for the $major kit failed"
