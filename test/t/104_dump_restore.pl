@@ -21,9 +21,11 @@ use IdemTest;
 
 # The older servers, as major => kit
 my %kits = map { split /=/, $_, 2 } split ' ', $ENV{IDEM_KITS} // '';
-# The libraries the kits need that this system lacks
-$ENV{LD_LIBRARY_PATH} =
-  join(':', (map { "$_/compat-lib" } values %kits), $ENV{LD_LIBRARY_PATH} // ())
+# The libraries the kits need that this system lacks, the newest kit's
+# first, as in 114_pg_upgrade.pl (their libxml2.so.2 serves both)
+$ENV{LD_LIBRARY_PATH} = join(':',
+	(map { "$kits{$_}/compat-lib" } sort { $b <=> $a } keys %kits),
+	$ENV{LD_LIBRARY_PATH} // ())
   if %kits;
 
 my $node = idem_node('dump', q(
