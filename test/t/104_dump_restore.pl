@@ -19,14 +19,8 @@ use FindBin;
 use lib $FindBin::RealBin;
 use IdemTest;
 
-# The older servers, as major => kit
-my %kits = map { split /=/, $_, 2 } split ' ', $ENV{IDEM_KITS} // '';
-# The libraries the kits need that this system lacks, the newest kit's
-# first, as in 114_pg_upgrade.pl (their libxml2.so.2 serves both)
-$ENV{LD_LIBRARY_PATH} = join(':',
-	(map { "$kits{$_}/compat-lib" } sort { $b <=> $a } keys %kits),
-	$ENV{LD_LIBRARY_PATH} // ())
-  if %kits;
+# The older servers, as major => install path
+my %kits = map { $_->[0] => $_->[1] } older_servers();
 
 my $node = idem_node('dump', q(
 log_statement = none
@@ -249,7 +243,7 @@ is(sql('src', $keys_q), $before->{$keys_q}, 'the source database is unchanged');
 if ($kits{15})
 {
 	my $old = PostgreSQL::Test::Cluster->new('dump15',
-		install_path => "$kits{15}/usr/lib/postgresql/15");
+		install_path => $kits{15});
 	$old->init(extra => [ '--encoding=UTF8', '--no-locale' ]);
 	$old->append_conf('postgresql.conf', "shared_preload_libraries = 'idem'\nidem.purge_interval = 0\n");
 	$old->start;

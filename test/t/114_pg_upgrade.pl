@@ -26,15 +26,8 @@ use FindBin;
 use lib $FindBin::RealBin;
 use IdemTest;
 
-# The older servers, oldest first, as [major, kit]
-my @kits = map { [ split /=/, $_, 2 ] } split ' ', $ENV{IDEM_KITS} // '';
-# pg_upgrade runs the old binaries with its own environment, so the
-# libraries the kits need and this system lacks are on the path of the
-# whole test.  Newest kit first: where two kits carry the same soname
-# (libxml2.so.2), the newer build serves the older binaries as well.
-$ENV{LD_LIBRARY_PATH} =
-  join(':', (map { "$_->[1]/compat-lib" } reverse @kits), $ENV{LD_LIBRARY_PATH} // ())
-  if @kits;
+# The older servers, oldest first, as [major, install path]
+my @kits = older_servers();
 
 # DEBUG1 logs each background worker the postmaster registers and starts.
 # pg_prewarm's autoprewarm leader is a background worker that also runs in
@@ -59,7 +52,7 @@ sub cluster
 	$node->append_conf('postgresql.conf', $conf);
 	return $node;
 }
-my @paths = ((map { "$_->[1]/usr/lib/postgresql/$_->[0]" } @kits), undef);
+my @paths = ((map { $_->[1] } @kits), undef);
 unshift @paths, undef if @paths == 1;
 my @chain = map {
 	cluster($_ == 0 ? 'old' : $_ == $#paths ? 'new' : "hop$_", $paths[$_])

@@ -24,14 +24,8 @@ use FindBin;
 use lib $FindBin::RealBin;
 use IdemTest;
 
-# The older servers, as major => kit
-my %kits = map { split /=/, $_, 2 } split ' ', $ENV{IDEM_KITS} // '';
-# The libraries the kits need that this system lacks, the newest kit's
-# first, as in 114_pg_upgrade.pl (their libxml2.so.2 serves both)
-$ENV{LD_LIBRARY_PATH} = join(':',
-	(map { "$kits{$_}/compat-lib" } sort { $b <=> $a } keys %kits),
-	$ENV{LD_LIBRARY_PATH} // ())
-  if %kits;
+# The older servers, as major => install path
+my %kits = map { $_->[0] => $_->[1] } older_servers();
 
 # Both servers write times in UTC, so that rows compare as text
 my $conf = q(
@@ -42,7 +36,7 @@ log_statement = none
 );
 
 my $pub = PostgreSQL::Test::Cluster->new('publisher',
-	$kits{15} ? (install_path => "$kits{15}/usr/lib/postgresql/15") : ());
+	$kits{15} ? (install_path => $kits{15}) : ());
 # wal_level set here: init's allows_streaming writes settings of the test
 # library's own version, which an older server refuses
 $pub->init;

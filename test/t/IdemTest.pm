@@ -10,7 +10,7 @@ use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use Test::More;
 
-our @EXPORT = qw(idem_node require_extension $SQLSTATE_OF);
+our @EXPORT = qw(idem_node require_extension older_servers $SQLSTATE_OF);
 
 # sqlstate_of(q) runs the statement q and returns its SQLSTATE, or ok.
 our $SQLSTATE_OF = q{
@@ -36,6 +36,22 @@ sub idem_node
 		"shared_preload_libraries = 'idem'\nidem.purge_interval = 0\n" . ($conf // ''));
 	$node->start;
 	return $node;
+}
+
+# The older servers with idem that the tests across major versions carry
+# data from (IDEM_KITS, "15=KIT 17=KIT", which test/matrix.sh sets on 18), as
+# [major, install path] pairs, oldest first; none elsewhere.  The libraries
+# those servers need and this system lacks (each kit's compat-lib) go on
+# the library path of the whole test, since pg_upgrade runs the old binaries
+# with its own environment; the newest kit's first, so that where two carry
+# the same soname (libxml2.so.2) the newer build serves both.
+sub older_servers
+{
+	my @kits = map { [ split /=/, $_, 2 ] } split ' ', $ENV{IDEM_KITS} // '';
+	my $libs = join(':', map { "$_->[1]/compat-lib" } reverse @kits);
+	$ENV{LD_LIBRARY_PATH} = join(':', $libs, $ENV{LD_LIBRARY_PATH} // ())
+	  if @kits && ($ENV{LD_LIBRARY_PATH} // '') !~ /^\Q$libs\E(:|$)/;
+	return map { [ $_->[0], "$_->[1]/usr/lib/postgresql/$_->[0]" ] } @kits;
 }
 
 # Skip the whole test unless extension $name is installed for the server
