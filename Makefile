@@ -63,7 +63,9 @@ $(IDEM_BUILD):
 	@mkdir -p $@
 
 # PGXS's prove_installcheck, for idem's layout: the TAP files are in
-# test/t with their helpers, TESTDIR is $(IDEM_BUILD)/tap, and instead of
+# test/t with their helpers, TESTDIR is $(IDEM_BUILD)/tap (and the data and
+# logs, which the test library of 17 on puts where TESTDATADIR and
+# TESTLOGDIR say, are below it on every version), and instead of
 # emptying all of tmp_check (where test/run.sh keeps its private server
 # tree) it removes only what an earlier run of the same files left: data
 # directories (the test library refuses to reuse them) and logs (server
@@ -78,7 +80,8 @@ for t in $(or $(PROVE_TESTS),test/t/*.pl); do \
 		'$(IDEM_BUILD)'/tap/tmp_check/log/regress_log_$$n \
 		'$(IDEM_BUILD)'/tap/tmp_check/log/$${n}_*.log; \
 done && \
-   TESTDIR='$(IDEM_BUILD)/tap' PATH="$(bindir):$$PATH" PGPORT='6$(DEF_PGPORT)' \
+   TESTDIR='$(IDEM_BUILD)/tap' TESTDATADIR='$(IDEM_BUILD)/tap/tmp_check' \
+   TESTLOGDIR='$(IDEM_BUILD)/tap/tmp_check/log' PATH="$(bindir):$$PATH" PGPORT='6$(DEF_PGPORT)' \
    PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
    $(PROVE) $(PG_PROVE_FLAGS) -I test $(PROVE_FLAGS) $(or $(PROVE_TESTS),test/t/*.pl)
 endef
