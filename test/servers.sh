@@ -255,7 +255,10 @@ build_commands() {
 		./configure --prefix='$prefix' --enable-cassert --enable-debug --enable-tap-tests \
 			--with-openssl --without-readline --without-icu --without-llvm >configure.log 2>&1 \
 			|| { tail -n 30 configure.log; exit 1; }
-		make -s -j\$(nproc) world-bin >build.log 2>&1 || { tail -n 40 build.log; exit 1; }
+		# the generated headers first: world-bin's recursion does not wait
+		# for them, and a parallel build may compile src/common before
+		make -s -C src/backend generated-headers >build.log 2>&1 &&
+		make -s -j\$(nproc) world-bin >>build.log 2>&1 || { tail -n 40 build.log; exit 1; }
 		make -s install-world-bin >>build.log 2>&1 || { tail -n 40 build.log; exit 1; }
 		for ext in ../ext-*/src; do
 			[ -d "\$ext" ] || continue
