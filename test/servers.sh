@@ -290,7 +290,13 @@ make_cassert() (
 		return 0
 	fi
 	echo "servers.sh: building PostgreSQL $major from $codename's source package with assertions on" >&2
-	work=$root/var/tmp/idem-build-$flavour
+	# the sources and the build, inside the chroot or in this cache's own
+	# directory (two caches never share one)
+	if [ -n "$root" ]; then
+		work=$root/var/tmp/idem-build-$flavour
+	else
+		work=$IDEM_CACHE/build-$flavour
+	fi
 	rm -rf "$work" "$root$prefix"
 	fetch_source "$codename" "postgresql-$major" "$work"
 	# pg_cron for its test; without it that test skips on this server
