@@ -30,6 +30,8 @@
 # Each cached piece is marked done only when it is whole, with the recipe's
 # version, so a run that was killed half-way starts that piece again.
 set -uo pipefail
+# what is made here is read by the postgres user, whatever root's umask
+umask 022
 
 IDEM_CACHE=${IDEM_CACHE:-/var/cache/idem}
 # Raise when what is made changes, so that caches made before are remade:
@@ -99,6 +101,11 @@ mirror() {
 		site=$(apt-get indextargets --format '$(SITE) $(LABEL) $(RELEASE) $(CODENAME)' 2>/dev/null |
 			awk '$2 == "Debian" && $3 == $4 { print $1; exit }')
 	fi
+	if [ -z "$site" ]; then
+		# sources that name a suite (stable) rather than the release
+		site=$(apt-get indextargets --format '$(SITE) $(LABEL) $(RELEASE)' 2>/dev/null |
+			awk '$2 == "Debian" && $3 !~ /-(updates|security|backports)$/ { print $1; exit }')
+	fi
 	[ -n "$site" ] || die "no Debian mirror found in the apt sources"
 	echo "$site"
 }
@@ -151,9 +158,17 @@ make_chroot() (
 	fi
 	site=$(mirror) || exit 1
 	echo "servers.sh: making the $codename chroot in $root from $site" >&2
-	rm -rf "$root"
 	mkdir -p "$(dirname "$root")"
-	debootstrap --variant=minbase "$codename" "$root.tmp" "$site" >"$root.debootstrap.log" 2>&1 || {
+	# a tree a killed run left half made is made again; debootstrap's own
+	# mounts (proc, sys) stay in a private mount namespace, gone with it
+	for d in "$root.tmp" "$root"; do
+		if findmnt -rn -o TARGET | grep -q "^$d/"; then
+			die "something is still mounted below $d: unmount it first"
+		fi
+		rm -rf --one-file-system "$d"
+	done
+	unshare --mount --propagation private -- \
+		debootstrap --variant=minbase "$codename" "$root.tmp" "$site" >"$root.debootstrap.log" 2>&1 || {
 		tail -n 20 "$root.debootstrap.log" >&2
 		die "debootstrap $codename failed (log: $root.debootstrap.log)"
 	}
@@ -314,6 +329,21 @@ make_cassert() (
 	echo "$BUILD_RECIPE" >"$marker"
 )
 
+# Is flavour $1's server there already (nothing to make, no root needed)?
+# 15 is the host's: test/deps.sh, which installs what is missing, decides.
+ready() {
+	local root=""
+	case "$1" in
+		15) return 1 ;;
+		*-cassert)
+			in_chroot "$1" && root=$(chroot_dir "$1")
+			[ "$(cat "$root$(cassert_prefix "$1")/.idem-ready" 2>/dev/null)" = "$BUILD_RECIPE" ] &&
+				{ [ -z "$root" ] || [ "$(cat "$root/.idem-ready" 2>/dev/null)" = "$CHROOT_RECIPE" ]; }
+			;;
+		*) [ "$(cat "$(chroot_dir "$1")/.idem-ready" 2>/dev/null)" = "$CHROOT_RECIPE" ] ;;
+	esac
+}
+
 # What making the servers takes on the host, installed in one go (a run
 # that makes several at once then never runs apt on the host twice at once)
 host_packages() {
@@ -324,11 +354,16 @@ host_packages() {
 prepare() {
 	local flavour=$1
 	codename_of "$flavour" >/dev/null
+	if [ "$flavour" = 15 ]; then
+		# the host's packages: deps.sh installs them as root, or through sudo
+		IDEM_PG_MAJOR=15 bash "$(dirname "${BASH_SOURCE[0]}")/deps.sh" >&2 || exit 1
+		return 0
+	fi
+	ready "$flavour" && return 0
 	[ "$(id -u)" = 0 ] || die "making the $flavour server needs root"
 	mkdir -p "$IDEM_CACHE"
-	[ "$flavour" = 15 ] || host_packages || exit 1
+	host_packages || exit 1
 	case "$flavour" in
-		15) IDEM_PG_MAJOR=15 bash "$(dirname "${BASH_SOURCE[0]}")/deps.sh" >&2 || exit 1 ;;
 		*-cassert) make_cassert "$flavour" || exit 1 ;;
 		*) make_chroot "$(codename_of "$flavour")" "$(chroot_dir "$flavour")" "$(major_of "$flavour")" || exit 1 ;;
 	esac
