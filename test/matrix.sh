@@ -34,16 +34,15 @@ summarize_traps() {
 
 # The older servers, with idem, that flavour $1's tests upgrade from (the
 # tests across major versions: test/t/104, 114, 117), as "major=path ..."
-# in its chroot: on 18, those of 15 and 17.  Empty where there are none, or
-# when one cannot be made (those tests then say so).
+# in its chroot: on 18, those of 15 and 17; empty elsewhere.  False when one
+# cannot be made (the run counts that as a failure: those tests would
+# otherwise carry data from the server to itself only, and pass).
 kits_for() {
 	local from path kits=()
 	[ "$1" = 18 ] || return 0
 	for from in 15 17; do
-		path=$(bash test/servers.sh kit "$from" "$1" "$IDEM_ROOT") || {
-			echo "matrix.sh: no $from server for the upgrade tests on $1" >&2
-			return 0
-		}
+		path=$(bash test/servers.sh kit "$from" "$1" "$IDEM_ROOT" | tail -n 1) && [ -n "$path" ] ||
+			return 1
 		kits+=("$from=$path")
 	done
 	echo "${kits[*]}"
@@ -51,7 +50,7 @@ kits_for() {
 
 # Run the suite on flavour $1; add its counts to the totals
 run_flavour() {
-	local flavour=$1 label tree log line passed failed skipped traps start
+	local flavour=$1 label tree log line passed failed skipped traps start kits kits_failed=""
 	label=pg$flavour
 	start=$(date +%s)
 	echo ""
@@ -64,7 +63,8 @@ run_flavour() {
 	fi
 	log=$IDEM_BUILD/matrix/$flavour.log
 	mkdir -p "$IDEM_BUILD/matrix"
-	idem_on_server "$flavour" test/run.sh IDEM_KITS="$(kits_for "$flavour")" 2>&1 | tee "$log"
+	kits=$(kits_for "$flavour" 2>"$IDEM_BUILD/matrix/kits.log") || kits_failed=1
+	idem_on_server "$flavour" test/run.sh IDEM_KITS="$kits" 2>&1 | tee "$log"
 	tree=$(idem_server_tree "$flavour")
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
 	passed=$(echo "$line" | sed -nE 's/^([0-9]+) passed.*/\1/p')
@@ -75,6 +75,11 @@ run_flavour() {
 	if [ -z "$failed" ]; then
 		echo "$label: the suite did not finish"
 		failed=1
+	fi
+	if [ -n "$kits_failed" ]; then
+		echo "$label: the older servers for the tests across majors could not be made:"
+		tail -n 20 "$IDEM_BUILD/matrix/kits.log"
+		failed=$((failed + 1))
 	fi
 	case "$flavour" in
 		*-cassert)
@@ -97,8 +102,11 @@ run_flavour() {
 }
 
 # Run every flavour asked for (all by default) and sum the lines
+# the background preparation of the later servers (main), stopped with
+# everything it started if this run ends before it
+preparing=""
 main() {
-	local flavours f preparing=""
+	local flavours f
 	if [ $# = 0 ]; then
 		mapfile -t flavours < <(bash test/servers.sh flavours)
 	else
@@ -114,18 +122,21 @@ main() {
 		# the host's packages first, so that no two installs meet
 		bash test/servers.sh host-packages
 		case " ${flavours[*]} " in *" 15 "*) bash test/servers.sh prepare 15 ;; esac
-		(
-			for f in "${flavours[@]:1}"; do
+		# in a process group of its own, at a lower priority than the tests,
+		# and stopped with everything it started if this run ends first
+		setsid nice -n 10 bash -c 'for f in "$@"; do
 				bash test/servers.sh prepare "$f" || echo "matrix.sh: making $f failed (its run says why)"
-			done
-		) >"$IDEM_BUILD/matrix/prepare.log" 2>&1 &
+			done' prepare "${flavours[@]:1}" >"$IDEM_BUILD/matrix/prepare.log" 2>&1 &
 		preparing=$!
+		trap '[ -n "$preparing" ] && kill -- -"$preparing" 2>/dev/null' EXIT
+		trap 'exit 130' INT TERM
 	fi
 
 	for f in "${flavours[@]}"; do
 		run_flavour "$f"
 	done
 	[ -n "$preparing" ] && wait "$preparing"
+	preparing=""
 
 	echo ""
 	printf '%s\n' "${lines[@]}"
