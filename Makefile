@@ -30,9 +30,11 @@ TAP_TESTS = 1
 PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -I$(srcdir)/src
 # IDEM_ASSERT=1 (make test sets it) turns idem's own Assert()s on, against a
-# server built without them.  src/.flavour names the flavour asked for; it
-# is rewritten (and so newer than every object) only when that changes.
-FLAVOUR := $(if $(IDEM_ASSERT),assert,release)
+# server built without them.  src/.flavour names the flavour asked for and
+# the server built against (make PG_CONFIG=... for another major rebuilds
+# everything); it is rewritten (and so newer than every object) only when
+# that changes.
+FLAVOUR := $(if $(IDEM_ASSERT),assert,release) $(shell $(PG_CONFIG) --version 2>/dev/null)
 $(shell test "$$(cat src/.flavour 2>/dev/null)" = "$(FLAVOUR)" || echo "$(FLAVOUR)" >src/.flavour)
 ifdef IDEM_ASSERT
 PG_CPPFLAGS += -DUSE_ASSERT_CHECKING

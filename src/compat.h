@@ -24,7 +24,7 @@
  * declaration, and no longer pg_attribute_noreturn(); GCC and Clang take
  * the attribute in that place on every version.
  */
-#if PG_VERSION_NUM < 180000
+#if PG_VERSION_NUM < 180000 && !defined(pg_noreturn)
 #define pg_noreturn pg_attribute_noreturn()
 #endif
 

@@ -165,10 +165,12 @@ SELECT idem_webhook_source_set('gh', 'github', '{"It''s a Secret"}', tolerance =
 
 # --- The storm ---
 
-# Four clients, 600 scripts at a rate spread over about six seconds, each
-# a payment of one of 300 orders, a two-phase payment of one of 100, or a
-# delivery of one of 300 events: keys are retried, some while their first
-# attempt runs, and replayed after it.
+# Four clients, 600 scripts at a rate spread over about fifteen seconds
+# (long enough for the subscriber to show the storm's charges while it
+# still runs, on an assert-enabled server too), each a payment of one of
+# 300 orders, a two-phase payment of one of 100, or a delivery of one of
+# 300 events: keys are retried, some while their first attempt runs, and
+# replayed after it.
 my $dir = $pub->basedir;
 append_to_file("$dir/pay.sql", "\\set n random(1, 300)\nSELECT pay(:n);\n");
 append_to_file(
@@ -180,7 +182,7 @@ append_to_file("$dir/deliver.sql", "\\set n random(1, 300)\nSELECT deliver(:n);\
 my $ledger_copied = $sub->safe_psql('shop', 'SELECT count(*) FROM ledger');
 my $storm = IPC::Run::start(
 	[
-		'pgbench', '-n', '-c', 4, '-j', 2, '-t', 150, '-R', 100,
+		'pgbench', '-n', '-c', 4, '-j', 2, '-t', 150, '-R', 40,
 		'-f', "$dir/pay.sql\@6", '-f', "$dir/tp.sql\@2", '-f', "$dir/deliver.sql\@2",
 		'-h', $pub->host, '-p', $pub->port, 'shop'
 	],
