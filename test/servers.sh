@@ -80,6 +80,18 @@ cassert_prefix() {
 	fi
 }
 
+# Has marker file $1 been written by a whole making of recipe $2?
+made() {
+	[ "$(cat "$1" 2>/dev/null)" = "$2" ]
+}
+
+# The marker of assert server $1's build, as seen from here
+build_marker() {
+	local root=""
+	in_chroot "$1" && root=$(chroot_dir "$1")
+	echo "$root$(cassert_prefix "$1")/.idem-ready"
+}
+
 # Hold lock $1 (a name in the cache) until the (sub)shell exits, so that two
 # runs never make the same piece at once.
 hold_lock() {
@@ -92,19 +104,17 @@ hold_lock() {
 # label is "Debian" and whose release is the distribution itself (not its
 # -updates or -security).
 mirror() {
-	local site
-	site=$(apt-get indextargets --format '$(SITE) $(LABEL) $(RELEASE) $(CODENAME)' 2>/dev/null |
-		awk '$2 == "Debian" && $3 == $4 { print $1; exit }')
-	if [ -z "$site" ]; then
+	local format='$(SITE) $(LABEL) $(RELEASE) $(CODENAME)' targets site
+	targets=$(apt-get indextargets --format "$format" 2>/dev/null)
+	if [ -z "$targets" ]; then
 		# apt's lists are not there yet
 		apt-get -o DPkg::Lock::Timeout=900 update -qq >&2 || true
-		site=$(apt-get indextargets --format '$(SITE) $(LABEL) $(RELEASE) $(CODENAME)' 2>/dev/null |
-			awk '$2 == "Debian" && $3 == $4 { print $1; exit }')
+		targets=$(apt-get indextargets --format "$format" 2>/dev/null)
 	fi
+	site=$(awk '$2 == "Debian" && $3 == $4 { print $1; exit }' <<<"$targets")
 	if [ -z "$site" ]; then
 		# sources that name a suite (stable) rather than the release
-		site=$(apt-get indextargets --format '$(SITE) $(LABEL) $(RELEASE)' 2>/dev/null |
-			awk '$2 == "Debian" && $3 !~ /-(updates|security|backports)$/ { print $1; exit }')
+		site=$(awk '$2 == "Debian" && $3 !~ /-(updates|security|backports)$/ { print $1; exit }' <<<"$targets")
 	fi
 	[ -n "$site" ] || die "no Debian mirror found in the apt sources"
 	echo "$site"
@@ -153,9 +163,7 @@ chroot_exec() {
 make_chroot() (
 	local codename=$1 root=$2 major=$3 site
 	hold_lock "chroot-$codename"
-	if [ "$(cat "$root/.idem-ready" 2>/dev/null)" = "$CHROOT_RECIPE" ]; then
-		return 0
-	fi
+	made "$root/.idem-ready" "$CHROOT_RECIPE" && return 0
 	site=$(mirror) || exit 1
 	echo "servers.sh: making the $codename chroot in $root from $site" >&2
 	mkdir -p "$(dirname "$root")"
@@ -172,7 +180,6 @@ make_chroot() (
 		tail -n 20 "$root.debootstrap.log" >&2
 		die "debootstrap $codename failed (log: $root.debootstrap.log)"
 	}
-	rm -rf "$root"
 	mv "$root.tmp" "$root"
 	# No services start inside; no cluster is made by the server package.
 	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
@@ -299,11 +306,9 @@ make_cassert() (
 		make_chroot "$codename" "$(chroot_dir "$flavour")" "$major" || exit 1
 		root=$(chroot_dir "$flavour")
 	fi
-	marker=$root$prefix/.idem-ready
+	marker=$(build_marker "$flavour")
 	hold_lock "$flavour"
-	if [ "$(cat "$marker" 2>/dev/null)" = "$BUILD_RECIPE" ]; then
-		return 0
-	fi
+	made "$marker" "$BUILD_RECIPE" && return 0
 	echo "servers.sh: building PostgreSQL $major from $codename's source package with assertions on" >&2
 	# the sources and the build, inside the chroot or in this cache's own
 	# directory (two caches never share one)
@@ -332,15 +337,13 @@ make_cassert() (
 # Is flavour $1's server there already (nothing to make, no root needed)?
 # 15 is the host's: test/deps.sh, which installs what is missing, decides.
 ready() {
-	local root=""
 	case "$1" in
 		15) return 1 ;;
 		*-cassert)
-			in_chroot "$1" && root=$(chroot_dir "$1")
-			[ "$(cat "$root$(cassert_prefix "$1")/.idem-ready" 2>/dev/null)" = "$BUILD_RECIPE" ] &&
-				{ [ -z "$root" ] || [ "$(cat "$root/.idem-ready" 2>/dev/null)" = "$CHROOT_RECIPE" ]; }
+			made "$(build_marker "$1")" "$BUILD_RECIPE" &&
+				{ ! in_chroot "$1" || made "$(chroot_dir "$1")/.idem-ready" "$CHROOT_RECIPE"; }
 			;;
-		*) [ "$(cat "$(chroot_dir "$1")/.idem-ready" 2>/dev/null)" = "$CHROOT_RECIPE" ] ;;
+		*) made "$(chroot_dir "$1")/.idem-ready" "$CHROOT_RECIPE" ;;
 	esac
 }
 
