@@ -136,7 +136,7 @@ idem_on_server() {
 	fi
 	bash "$IDEM_ROOT/test/servers.sh" prepare "$flavour" || return 1
 	tree=$(idem_server_tree "$flavour")
-	root=$(bash "$IDEM_ROOT/test/servers.sh" chroot "$flavour" || true)
+	root=${tree%"/tmp/idem-$flavour"}
 	if [ -n "$root" ]; then
 		owner=$(chroot "$root" id -u postgres):$(chroot "$root" id -g postgres)
 		echo "(the copy of the tree for $flavour: $tree)"
