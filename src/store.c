@@ -789,7 +789,7 @@ idem_store_still_visible(IdemTable which, IdemRowVersion *version)
 		if (BufferIsValid(buf))
 		{
 			visible = idem_core_fetch_pinned(heap, buf, &version->tid,
-										 GetActiveSnapshot(), version->xmin);
+											 GetActiveSnapshot(), version->xmin);
 			ReleaseBuffer(buf);
 		}
 	}
