@@ -100,6 +100,7 @@ WHERE a.grantee = 0 AND c.oid IN (SELECT objid FROM pg_depend WHERE deptype = 'e
 
 SET ROLE regress_idem_nobody;
 SELECT pg_temp.err($q$SELECT idem_claim('priv-0', scope => 'regress-priv')$q$);
+SELECT pg_temp.err($q$SELECT idem_http_claim('priv-0', scope => 'regress-priv')$q$);
 SELECT pg_temp.err($q$SELECT idem_webhook('regress-priv', 'evt-0')$q$);
 SELECT pg_temp.err($q$SELECT idem_fingerprint('{}')$q$);
 SELECT pg_temp.err($q$SELECT idem_wechatpay_decrypt(repeat('k', 32), '{}')$q$);
@@ -132,7 +133,9 @@ GRANT EXECUTE ON FUNCTION
     idem_webhook(text, text, interval),
     idem_webhook_verify(text, text, text, jsonb, interval),
     idem_webhook_receive(text, text, jsonb, inet),
-    idem_wechatpay_decrypt(text, jsonb)
+    idem_wechatpay_decrypt(text, jsonb),
+    idem_http_claim(text, bytea, text, interval, interval, interval),
+    idem_http_respond(text, integer, text, text, bigint)
 TO regress_idem_app;
 SELECT * FROM pg_temp.idem_rights('regress_idem_app');
 
@@ -153,6 +156,12 @@ SELECT status FROM idem_claim('priv-2', scope => 'regress-priv');
 SELECT idem_fail('priv-2', '{"code": "card_declined"}', retryable => false, scope => 'regress-priv');
 COMMIT;
 SELECT status, response FROM idem_claim('priv-2', scope => 'regress-priv');
+-- an HTTP request, and its replay
+BEGIN;
+SELECT status FROM idem_http_claim('priv-3', scope => 'regress-priv');
+SELECT idem_http_respond('priv-3', 201, '{"id": 1}', scope => 'regress-priv');
+COMMIT;
+SELECT status, http_status, body FROM idem_http_claim('priv-3', scope => 'regress-priv');
 SELECT state, attempt, checkpoint FROM idem_lookup('priv-1', 'regress-priv');
 -- webhooks
 SELECT idem_webhook('regress-priv', 'evt-1') AS first, idem_webhook('regress-priv', 'evt-1') AS duplicate;

@@ -30,6 +30,7 @@
 #include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
+#include "claim.h"
 #include "idem.h"
 #include "store.h"
 
@@ -38,6 +39,7 @@ PG_FUNCTION_INFO_V1(idem_complete);
 PG_FUNCTION_INFO_V1(idem_fail);
 PG_FUNCTION_INFO_V1(idem_checkpoint);
 PG_FUNCTION_INFO_V1(idem_lookup);
+PG_FUNCTION_INFO_V1(idem_http_respond);
 
 /* Largest fingerprint accepted: room for any hash, not for a payload */
 #define IDEM_MAX_FINGERPRINT_BYTES	255
@@ -52,19 +54,6 @@ PG_FUNCTION_INFO_V1(idem_lookup);
 
 /* When nothing better is known, the wait an in_progress answer suggests */
 #define IDEM_DEFAULT_RETRY_AFTER_SECS	1
-
-/* Columns of idem_claim's result */
-enum
-{
-	CLAIM_STATUS,
-	CLAIM_TOKEN,
-	CLAIM_ATTEMPT,
-	CLAIM_RESPONSE,
-	CLAIM_CHECKPOINT,
-	CLAIM_CHECKPOINT_DATA,
-	CLAIM_RETRY_AFTER,
-	CLAIM_NATTS
-};
 
 /* What a finishing call does to the attempt */
 typedef enum FinishKind
@@ -125,8 +114,8 @@ interval_until(TimestampTz now, TimestampTz until)
 }
 
 /* The checked fingerprint argument, or NULL when none is given */
-static bytea *
-claim_arg_fingerprint(FunctionCallInfo fcinfo, int argno)
+bytea *
+idem_claim_arg_fingerprint(FunctionCallInfo fcinfo, int argno)
 {
 	bytea	   *fp;
 
@@ -223,6 +212,7 @@ claim_next_attempt(IdemStore *st, text *scope, text *key, bytea *fp,
 		nulls[KEYS_FINGERPRINT] = false;
 	}
 	nulls[KEYS_RESPONSE] = nulls[KEYS_COMPLETED_AT] = true;
+	nulls[KEYS_HTTP_STATUS] = nulls[KEYS_BODY] = true;
 
 	/* the result row reads the checkpoint after the update frees the buffer */
 	if (!nulls[KEYS_CHECKPOINT])
@@ -282,11 +272,13 @@ claim_decide(IdemStore *st, IdemFetch fetched, bytea *fp, TimestampTz now)
 	return DECIDE_TAKE;
 }
 
-/* Fill idem_claim's result for an answer that writes nothing */
+/* Fill the answer of a claim that writes nothing */
 static IdemCounter
 claim_answer(ClaimDecision decision, IdemStore *st, TimestampTz now,
-			 Datum *out, bool *outnulls)
+			 IdemClaimAnswer *answer)
 {
+	Datum	   *out = answer->values;
+	bool	   *outnulls = answer->nulls;
 	TimestampTz retry_at = now + IDEM_DEFAULT_RETRY_AFTER_SECS * USECS_PER_SEC;
 
 	switch (decision)
@@ -304,6 +296,10 @@ claim_answer(ClaimDecision decision, IdemStore *st, TimestampTz now,
 				out[CLAIM_RESPONSE] = PointerGetDatum(PG_DETOAST_DATUM_COPY(st->values[KEYS_RESPONSE]));
 				outnulls[CLAIM_RESPONSE] = false;
 			}
+			if (!st->nulls[KEYS_HTTP_STATUS])
+				answer->http_status = DatumGetInt16(st->values[KEYS_HTTP_STATUS]);
+			if (!st->nulls[KEYS_BODY])
+				answer->body = DatumGetTextPCopy(st->values[KEYS_BODY]);
 			return IDEM_STAT_REPLAYED;
 		case DECIDE_IN_PROGRESS:
 			/* an uncommitted claim (nowait) has no lease to tell yet */
@@ -325,8 +321,9 @@ claim_answer(ClaimDecision decision, IdemStore *st, TimestampTz now,
 }
 
 /*
- * idem_claim(key, fingerprint, scope, lease, ttl, nowait): take the key for
- * a new attempt, or say why not (completed, failed, in_progress, mismatch).
+ * Take the key for a new attempt, or say why not (completed, failed,
+ * in_progress, mismatch); with nowait, never wait for another transaction.
+ * The caller counts the answer.
  *
  * The key lock is tried first, without waiting: a claim of a new key then
  * reads the key once, under the lock.  If another transaction holds the
@@ -335,28 +332,21 @@ claim_answer(ClaimDecision decision, IdemStore *st, TimestampTz now,
  * retries of a finished payment is answered in parallel; only a claim that
  * will write waits for the lock and reads again under it.
  */
-Datum
-idem_claim(PG_FUNCTION_ARGS)
+void
+idem_claim_key(text *key, bytea *fp, text *scope, const Interval *lease,
+			   const Interval *ttl, bool nowait, IdemClaimAnswer *answer)
 {
-	text	   *key = idem_arg_key(fcinfo, 0, "key");
-	bytea	   *fp = claim_arg_fingerprint(fcinfo, 1);
-	text	   *scope = idem_arg_scope(fcinfo, 2, "scope");
-	Interval   *lease = idem_arg_interval(fcinfo, 3, "lease", idem_lease_secs);
-	Interval   *ttl = idem_arg_interval(fcinfo, 4, "ttl", idem_ttl_secs);
 	TimestampTz now;
-	bool		nowait = PG_ARGISNULL(5) ? false : PG_GETARG_BOOL(5);
-	Datum		out[CLAIM_NATTS];
-	bool		outnulls[CLAIM_NATTS];
 	IdemStore	st;
 	IdemFetch	fetched;
 	ClaimDecision decision;
-	IdemCounter counted;
 	IdemClaim  *mine;
 	bool		locked;
 	bool		keep_lock = false;
 
 	idem_check_writable("idem_claim()");
-	memset(outnulls, true, sizeof(outnulls));
+	memset(answer, 0, sizeof(*answer));
+	memset(answer->nulls, true, sizeof(answer->nulls));
 
 	/* a claim this transaction made and has not written: the read needs it */
 	mine = idem_claim_memory_find(scope, key);
@@ -406,17 +396,42 @@ idem_claim(PG_FUNCTION_ARGS)
 		else
 			keep_lock = claim_fresh(&st, fetched, scope, key, fp, token, now,
 									lease_until, expires_at, values, nulls);
-		claim_taken(values, nulls, out, outnulls);
-		counted = IDEM_STAT_CLAIMED;
+		claim_taken(values, nulls, answer->values, answer->nulls);
+		answer->counted = IDEM_STAT_CLAIMED;
 	}
 	else
-		counted = claim_answer(decision, &st, now, out, outnulls);
+		answer->counted = claim_answer(decision, &st, now, answer);
 
 	idem_store_close(&st);
 	if (locked && !keep_lock)
 		idem_store_unlock(IDEM_KEYS, scope, key);
-	idem_stats_count(counted, 1);
-	PG_RETURN_DATUM(idem_result_row(fcinfo, out, outnulls));
+}
+
+/*
+ * idem_claim(key, fingerprint, scope, lease, ttl, nowait): take the key for
+ * a new attempt, or say why not.  A key finished by idem_http_respond
+ * replays its body as jsonb.
+ */
+Datum
+idem_claim(PG_FUNCTION_ARGS)
+{
+	text	   *key = idem_arg_key(fcinfo, 0, "key");
+	bytea	   *fp = idem_claim_arg_fingerprint(fcinfo, 1);
+	text	   *scope = idem_arg_scope(fcinfo, 2, "scope");
+	Interval   *lease = idem_arg_interval(fcinfo, 3, "lease", idem_lease_secs);
+	Interval   *ttl = idem_arg_interval(fcinfo, 4, "ttl", idem_ttl_secs);
+	bool		nowait = PG_ARGISNULL(5) ? false : PG_GETARG_BOOL(5);
+	IdemClaimAnswer answer;
+
+	idem_claim_key(key, fp, scope, lease, ttl, nowait, &answer);
+	if (answer.body != NULL && answer.nulls[CLAIM_RESPONSE])
+	{
+		answer.values[CLAIM_RESPONSE] = DirectFunctionCall1(jsonb_in,
+															CStringGetDatum(text_to_cstring(answer.body)));
+		answer.nulls[CLAIM_RESPONSE] = false;
+	}
+	idem_stats_count(answer.counted, 1);
+	PG_RETURN_DATUM(idem_result_row(fcinfo, answer.values, answer.nulls));
 }
 
 /* The arguments idem_complete, idem_fail and idem_checkpoint share */
@@ -430,6 +445,8 @@ typedef struct FinishArgs
 	IdemClaim  *claim;			/* the same, if the call is about it */
 	bool		payload_null;
 	Datum		payload;		/* response, error or checkpoint data */
+	int16		http_status;	/* idem_http_respond's; 0 for the others */
+	text	   *body;			/* ... and its body, or NULL */
 } FinishArgs;
 
 /*
@@ -448,6 +465,8 @@ finish_args(FunctionCallInfo fcinfo, int payload_argno, const char *payload_what
 		idem_check_json_size(args->payload, payload_what);
 	args->has_token = !PG_ARGISNULL(token_argno);
 	args->token = args->has_token ? PG_GETARG_INT64(token_argno) : 0;
+	args->http_status = 0;
+	args->body = NULL;
 }
 
 /*
@@ -598,6 +617,18 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 			nulls[KEYS_LEASE_UNTIL] = true;
 			values[KEYS_RESPONSE] = payload;
 			nulls[KEYS_RESPONSE] = payload_null;
+			if (args->http_status != 0)
+			{
+				if (!idem_store_has_column(&st, KEYS_BODY))
+					ereport(ERROR,
+							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+							 errmsg("%s needs idem 1.4", fname),
+							 errhint("Run ALTER EXTENSION idem UPDATE.")));
+				values[KEYS_HTTP_STATUS] = Int16GetDatum(args->http_status);
+				nulls[KEYS_HTTP_STATUS] = false;
+				values[KEYS_BODY] = PointerGetDatum(args->body);
+				nulls[KEYS_BODY] = (args->body == NULL);
+			}
 			break;
 		case FINISH_RELEASE:
 			/* the error is kept for operators; the next claim clears it */
@@ -658,6 +689,43 @@ idem_fail(PG_FUNCTION_ARGS)
 	finish_attempt(PG_GETARG_BOOL(2) ? FINISH_RELEASE : FINISH_FAIL_FINAL, &args,
 				   NULL, NULL, "idem_fail");
 	idem_stats_count(IDEM_STAT_FAILED, 1);
+	PG_RETURN_VOID();
+}
+
+/*
+ * idem_http_respond(key, http_status, body, scope, token): finish the
+ * attempt with the HTTP response exactly as the application sends it, to
+ * be replayed byte for byte: completed below 400, failed (final) from 400
+ */
+Datum
+idem_http_respond(PG_FUNCTION_ARGS)
+{
+	FinishArgs	args;
+	int32		http_status;
+
+	finish_args(fcinfo, 2, "body", 3, 4, &args);
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("http_status must not be null")));
+	http_status = PG_GETARG_INT32(1);
+	if (http_status < 200 || http_status > 599)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("http_status must be between 200 and 599"),
+				 errdetail("It is %d; an interim (1xx) answer is not a response to replay.",
+						   http_status)));
+	if (!args.payload_null)
+	{
+		args.body = PG_GETARG_TEXT_P(2);
+		/* a JSON body, as a replay through idem_claim returns it as jsonb */
+		DirectFunctionCall1(json_in, CStringGetDatum(text_to_cstring(args.body)));
+		args.payload_null = true;
+	}
+	args.http_status = (int16) http_status;
+	finish_attempt(http_status < 400 ? FINISH_COMPLETE : FINISH_FAIL_FINAL, &args,
+				   NULL, NULL, "idem_http_respond");
+	idem_stats_count(http_status < 400 ? IDEM_STAT_COMPLETED : IDEM_STAT_FAILED, 1);
 	PG_RETURN_VOID();
 }
 

@@ -113,6 +113,8 @@ static const StoreColumn keys_columns[KEYS_NATTS] = {
 	[KEYS_CREATED_AT] = {"created_at", TIMESTAMPTZOID, true, false},
 	[KEYS_COMPLETED_AT] = {"completed_at", TIMESTAMPTZOID, false, false},
 	[KEYS_EXPIRES_AT] = {"expires_at", TIMESTAMPTZOID, true, false},
+	[KEYS_HTTP_STATUS] = {"http_status", INT2OID, false, false},
+	[KEYS_BODY] = {"body", TEXTOID, false, false},
 };
 
 static const StoreColumn webhooks_columns[WEBHOOKS_NATTS] = {
@@ -137,16 +139,18 @@ typedef struct StoreShape
 {
 	const StoreColumn *columns;
 	int			natts;
+	int			min_natts;		/* before the update that added the last ones */
 	int			npkey;			/* columns of the primary key */
 	AttrNumber	pkey[2];		/* (key, scope), (event_id, source) or (source) */
 	AttrNumber	expires;		/* expires_at, which the purge scans; 0: none */
 } StoreShape;
 
 static const StoreShape shapes[IDEM_NTABLES] = {
-	{keys_columns, KEYS_NATTS, 2, {KEYS_KEY + 1, KEYS_SCOPE + 1}, KEYS_EXPIRES_AT + 1},
-	{webhooks_columns, WEBHOOKS_NATTS, 2, {WEBHOOKS_EVENT_ID + 1, WEBHOOKS_SOURCE + 1},
-	WEBHOOKS_EXPIRES_AT + 1},
-	{sources_columns, SOURCES_NATTS, 1, {SOURCES_SOURCE + 1}, 0},
+	{keys_columns, KEYS_NATTS, KEYS_NATTS_1_0, 2, {KEYS_KEY + 1, KEYS_SCOPE + 1},
+	KEYS_EXPIRES_AT + 1},
+	{webhooks_columns, WEBHOOKS_NATTS, WEBHOOKS_NATTS, 2,
+	{WEBHOOKS_EVENT_ID + 1, WEBHOOKS_SOURCE + 1}, WEBHOOKS_EXPIRES_AT + 1},
+	{sources_columns, SOURCES_NATTS, SOURCES_NATTS, 1, {SOURCES_SOURCE + 1}, 0},
 };
 
 /* Forget the cached OIDs, and checks, when one of the relations changes or goes */
@@ -278,7 +282,7 @@ store_check_columns(Relation heap, IdemTable which)
 		if (col->notnull && !att->attnotnull)
 			store_refuse_shape(which, psprintf(_("Column \"%s\" is not NOT NULL."), col->name));
 	}
-	if (desc->natts != shape->natts)
+	if (desc->natts < shape->min_natts || desc->natts > shape->natts)
 		store_refuse_shape(which, psprintf(_("It has %d columns, not %d."),
 										   desc->natts, shape->natts));
 }
@@ -609,10 +613,20 @@ static void
 store_take_row(IdemStore *st)
 {
 	bool		isnull;
+	int			natts = st->slot->tts_tupleDescriptor->natts;
 
 	slot_getallattrs(st->slot);
 	st->values = st->slot->tts_values;
 	st->nulls = st->slot->tts_isnull;
+	if (natts < shapes[st->which].natts)
+	{
+		/* a table not yet updated: the later columns read as null */
+		memcpy(st->padded_values, st->values, sizeof(Datum) * natts);
+		memcpy(st->padded_nulls, st->nulls, sizeof(bool) * natts);
+		memset(st->padded_nulls + natts, true, shapes[st->which].natts - natts);
+		st->values = st->padded_values;
+		st->nulls = st->padded_nulls;
+	}
 	st->found = true;
 	st->xmin = DatumGetTransactionId(slot_getsysattr(st->slot, MinTransactionIdAttributeNumber,
 													 &isnull));
@@ -879,6 +893,13 @@ idem_store_delete(IdemStore *st)
 	st->found = false;
 	simple_heap_delete(st->heap, &tid);
 	CommandCounterIncrement();
+}
+
+/* Has the open table this column (one a later version added)? */
+bool
+idem_store_has_column(IdemStore *st, int column)
+{
+	return column < RelationGetDescr(st->heap)->natts;
 }
 
 /* A new fencing token: unique across every claim ever made in the database */

@@ -25,7 +25,12 @@ typedef enum IdemTable
 	IDEM_NTABLES
 } IdemTable;
 
-/* Columns of idem.keys, in the order idem--1.0.sql creates them */
+/*
+ * Columns of idem.keys, in the order idem--1.0.sql creates them; 1.4 adds
+ * the response as sent (idem--1.3--1.4.sql).  Until ALTER EXTENSION UPDATE
+ * the table has the first KEYS_NATTS_1_0 only, and a row read from it has
+ * the others null.
+ */
 enum
 {
 	KEYS_SCOPE,
@@ -41,6 +46,10 @@ enum
 	KEYS_CREATED_AT,
 	KEYS_COMPLETED_AT,
 	KEYS_EXPIRES_AT,
+	KEYS_NATTS_1_0,
+	/* 1.4 */
+	KEYS_HTTP_STATUS = KEYS_NATTS_1_0,
+	KEYS_BODY,
 	KEYS_NATTS
 };
 
@@ -83,6 +92,8 @@ typedef struct IdemStore
 	bool		own;			/* ... is this one */
 	Datum	   *values;			/* the found row, deformed (slot memory) */
 	bool	   *nulls;
+	Datum		padded_values[IDEM_MAX_NATTS];	/* ... when the table lacks */
+	bool		padded_nulls[IDEM_MAX_NATTS];	/* columns of a later version */
 	ItemPointerData written;	/* where the last insert or update put the row */
 } IdemStore;
 
@@ -118,6 +129,7 @@ extern bool idem_store_still_visible(IdemTable which, IdemRowVersion *version);
 extern void idem_store_insert(IdemStore *st, Datum *values, bool *nulls);
 extern void idem_store_update(IdemStore *st, Datum *values, bool *nulls);
 extern void idem_store_delete(IdemStore *st);
+extern bool idem_store_has_column(IdemStore *st, int column);
 extern int64 idem_store_next_token(void);
 extern Relation idem_store_open_expires(IdemStore *st);
 extern bool idem_store_delete_expired(IdemStore *st);

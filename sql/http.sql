@@ -1,0 +1,98 @@
+-- idem_http_claim and idem_http_respond: a claim answered in HTTP terms,
+-- byte-identical replays, the problem answers, bad input that writes
+-- nothing, and the 1.3 calls on keys finished with an HTTP response.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS idem;
+
+-- the first request: claimed, no answer to send yet
+BEGIN;
+SELECT status, http_status, body, content_type, retry_after, attempt
+  FROM idem_http_claim('pay-1', idem_fingerprint('{"amount": 100.50}'));
+-- the response as the application serialised it: spaces, key order, 100.50
+SELECT idem_http_respond('pay-1', 201,
+  '{"id": 9007199254740993,  "amount": 100.50, "currency":"CNY"}');
+COMMIT;
+
+-- a replay: the same status and the same bytes
+SELECT status, http_status, body, content_type, retry_after, attempt
+  FROM idem_http_claim('pay-1', idem_fingerprint('{"amount": 100.5}'));
+SELECT body = '{"id": 9007199254740993,  "amount": 100.50, "currency":"CNY"}' AS same_bytes
+  FROM idem_http_claim('pay-1');
+-- 1.3's idem_claim replays the same response as jsonb
+SELECT status, response FROM idem_claim('pay-1');
+-- the row keeps the response once, as sent
+SELECT state, http_status, body, response FROM idem.keys WHERE key = 'pay-1';
+
+-- another request under the key: 422
+SELECT status, http_status, body, content_type
+  FROM idem_http_claim('pay-1', idem_fingerprint('{"amount": 200}'));
+
+-- no key, an empty key, a key too long: 400, nothing written
+SELECT status, http_status, body, content_type FROM idem_http_claim(NULL);
+SELECT status, http_status FROM idem_http_claim('');
+SELECT status, http_status FROM idem_http_claim(repeat('k', 256));
+SELECT count(*) FROM idem.keys WHERE key = '' OR length(key) > 255;
+
+-- a request in flight, committed as processing (two-phase): 409 with
+-- Retry-After in whole seconds, rounded up
+SELECT status FROM idem_claim('pay-2', lease => '90.2 s');
+SELECT status, http_status, content_type, retry_after BETWEEN 90 AND 91 AS retry_after_ok
+  FROM idem_http_claim('pay-2');
+
+-- a final failure keeps its status and body
+BEGIN;
+SELECT status FROM idem_http_claim('pay-3');
+SELECT idem_http_respond('pay-3', 402, '{"error": {"code": "card_declined"}}');
+COMMIT;
+SELECT status, http_status, body FROM idem_http_claim('pay-3');
+SELECT state FROM idem.keys WHERE key = 'pay-3';
+
+-- keys finished by 1.3's calls replay as 200 and 400 with the jsonb's text
+BEGIN;
+SELECT status FROM idem_claim('pay-4');
+SELECT idem_complete('pay-4', '{"b": 1, "a": 2.50}');
+SELECT status FROM idem_claim('pay-5');
+SELECT idem_fail('pay-5', '{"error": "declined"}', retryable => false);
+COMMIT;
+SELECT status, http_status, body FROM idem_http_claim('pay-4');
+SELECT status, http_status, body FROM idem_http_claim('pay-5');
+
+-- a claim and its response in one transaction write one row, once
+BEGIN;
+SELECT status FROM idem_http_claim('pay-6', wait => NULL);
+SELECT idem_http_respond('pay-6', 200, NULL);
+SELECT state, http_status, body IS NULL AS no_body FROM idem.keys WHERE key = 'pay-6';
+COMMIT;
+SELECT status, http_status, body IS NULL AS no_body FROM idem_http_claim('pay-6');
+
+-- two-phase: respond with the claim's token from another transaction
+SELECT token AS t7 FROM idem_http_claim('pay-7', lease => '1 min') \gset
+SELECT idem_http_respond('pay-7', 201, '{"ok":true}', token => :t7);
+SELECT status, http_status, body FROM idem_http_claim('pay-7');
+
+-- bad input to idem_http_respond: an error, nothing written
+BEGIN;
+SELECT status FROM idem_http_claim('pay-8');
+SAVEPOINT s;
+SELECT idem_http_respond('pay-8', 100, '{}');
+ROLLBACK TO s;
+SELECT idem_http_respond('pay-8', 600, '{}');
+ROLLBACK TO s;
+SELECT idem_http_respond('pay-8', NULL, '{}');
+ROLLBACK TO s;
+SELECT idem_http_respond('pay-8', 201, 'not json');
+ROLLBACK TO s;
+SET LOCAL idem.max_response_size = '1kB';
+SELECT idem_http_respond('pay-8', 201, '"' || repeat('x', 2000) || '"');
+ROLLBACK TO s;
+SELECT state FROM idem_lookup('pay-8');
+ROLLBACK;
+SELECT count(*) FROM idem.keys WHERE key = 'pay-8';
+-- finishing twice, or without a claim
+SELECT idem_http_respond('pay-1', 201, '{}');
+SELECT idem_http_respond('nobody', 201, '{}');
+-- a negative wait
+SELECT status FROM idem_http_claim('pay-9', wait => '-1 s');
+SELECT count(*) FROM idem.keys WHERE key = 'pay-9';
+
+DELETE FROM idem.keys;
