@@ -129,9 +129,13 @@ is( $node->safe_psql(
 		extra_params => [ '-U', 'monitor' ]),
 	"1|0\nt|t",
 	'and runs the monitoring queries on the tables');
-($ret, $out, $err) = $node->psql('postgres', 'SELECT response FROM idem.keys',
-	extra_params => [ '-U', 'monitor' ]);
-like($err, qr/permission denied for table keys/, 'but cannot read the stored responses');
+# 1.4 keeps the response of idem_http_respond as sent, in body
+for my $column ('response', 'body')
+{
+	($ret, $out, $err) = $node->psql('postgres', "SELECT $column FROM idem.keys",
+		extra_params => [ '-U', 'monitor' ]);
+	like($err, qr/permission denied for table keys/, "but cannot read the stored responses ($column)");
+}
 
 ($ret, $out, $err) = $node->psql('postgres', 'SELECT idem_stats_reset()',
 	extra_params => [ '-U', 'monitor' ]);

@@ -4,10 +4,16 @@
 # parallel worker refuses to run it rather than miss a pending claim); from
 # 1.2 to 1.3 it adds idem_wechatpay_decrypt and the counters of 1.3 (the
 # 1.2 view of the counters works with the new library until the update),
-# which PUBLIC cannot execute, and keeps every grant users made; 1.0, 1.1 and 1.2 each update straight
-# to 1.3 with their rows and grants; a fresh CREATE EXTENSION (1.0 followed
-# by the update scripts) gives the same objects; DROP EXTENSION leaves
-# nothing behind in the catalogs.
+# which PUBLIC cannot execute, and keeps every grant users made; from 1.3 to
+# 1.4 it adds the columns of the response as sent to idem.keys, and
+# idem_http_claim and idem_http_respond, which neither PUBLIC nor a role
+# granted the 1.3 functions can execute, and keeps every key, webhook
+# record, source and grant (until the update the 1.4 library claims,
+# finishes and replays on the 1.3 table, and refuses to store an HTTP
+# response there); 1.0, 1.1, 1.2 and 1.3 each update straight to 1.4 with
+# their rows and grants; a fresh CREATE EXTENSION (1.0 followed by the
+# update scripts) gives the same objects and the same idem.keys; DROP
+# EXTENSION leaves nothing behind in the catalogs.
 use strict;
 use warnings;
 
@@ -65,9 +71,7 @@ FROM pg_proc p
 JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
 JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idem'};
 
-# The privileges on the extension's functions and relations, but those of
-# the objects 1.3 adds: idem_wechatpay_decrypt, idem.stats_1_3 and the
-# webhook sources
+# The privileges on the extension's functions and relations
 my $acls_q = q{
 SELECT string_agg(o || ' ' || coalesce(acl::text, 'default'), E'\n' ORDER BY o) FROM (
     SELECT p.oid::regprocedure::text, p.proacl
@@ -77,17 +81,30 @@ SELECT string_agg(o || ' ' || coalesce(acl::text, 'default'), E'\n' ORDER BY o) 
     SELECT c.oid::regclass::text, c.relacl
     FROM pg_depend d JOIN pg_class c ON d.classid = 'pg_class'::regclass AND c.oid = d.objid
     WHERE d.deptype = 'e' AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
-) AS a(o, acl)
-WHERE o NOT IN ('idem_wechatpay_decrypt(text,jsonb)', 'idem.stats_1_3()',
-                'idem_webhook_source_set(text,text,text[],interval,cidr[],interval)',
-                'idem_webhook_source_drop(text)', 'idem.webhook_sources',
-                'idem_webhook_sources', 'idem_webhook_receive(text,text,jsonb,inet)')};
+) AS a(o, acl)};
+
+# The privileges now of the objects a database had when $before was read
+# from $acls_q: those of the objects an update adds are left out
+sub acls_kept
+{
+	my ($db, $before) = @_;
+	my %had = map { (split / /)[0] => 1 } split /\n/, $before;
+	return join("\n", grep { $had{ (split / /)[0] } } split /\n/, sql($db, $acls_q));
+}
+
+# The columns of idem.keys, with their types, collations and NOT NULL
+my $columns_q = q{
+SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod)
+                  || CASE WHEN attcollation = '"C"'::regcollation THEN ' collate "C"' ELSE '' END
+                  || CASE WHEN attnotnull THEN ' not null' ELSE '' END, ', ' ORDER BY attnum)
+FROM pg_attribute WHERE attrelid = 'idem.keys'::regclass AND attnum > 0 AND NOT attisdropped};
 
 my $keys_q = q{SELECT scope, key, state, token, attempt, encode(fingerprint, 'hex'),
        lease_until, checkpoint, checkpoint_data, response, created_at,
        completed_at, expires_at
 FROM idem.keys ORDER BY scope, key};
 my $webhooks_q = 'SELECT * FROM idem.webhooks ORDER BY 1, 2';
+my $sources_q = 'SELECT * FROM idem.webhook_sources ORDER BY 1';
 my $seq_q = 'SELECT last_value, is_called FROM idem.token_seq';
 
 # Every key, every webhook record and the token sequence of a database
@@ -198,11 +215,11 @@ sql('up', q{CREATE ROLE mon LOGIN;
             GRANT SELECT ON idem_stats TO mon;
             GRANT EXECUTE ON FUNCTION idem.stats_1_0() TO mon});
 
-# The server already runs the 1.3 library: the 1.2 view of the counters,
+# The server already runs a later library: the 1.2 view of the counters,
 # on idem.stats_1_0(), keeps working before the update, with its columns
 sql('up', q{SELECT idem_claim('stats-12')});
 is( sql('up', q{SELECT claimed > 0, count(*) OVER () FROM idem_stats WHERE datname = 'up'}),
-	't|1', 'the 1.2 view idem_stats works with the 1.3 library before the update');
+	't|1', 'the 1.2 view idem_stats works with the later library before the update');
 is( sql('up', q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
                 WHERE attrelid = 'idem_stats'::regclass AND attnum > 0}),
 	'datname,claimed,completed,failed,replayed,in_progress,mismatched,webhooks_new,'
@@ -218,10 +235,10 @@ my $rows_12 = rows_of('up');
 my $members_12 = sql('up', $members_q);
 
 
-sql('up', 'ALTER EXTENSION idem UPDATE');
-is(sql('up', $version_q), '1.3', 'ALTER EXTENSION idem UPDATE goes on to 1.3');
+sql('up', "ALTER EXTENSION idem UPDATE TO '1.3'");
+is(sql('up', $version_q), '1.3', "ALTER EXTENSION idem UPDATE TO '1.3' goes on to 1.3");
 is(rows_of('up'), $rows_12, 'every key, webhook record and the token sequence are unchanged by the update to 1.3');
-is(sql('up', $acls_q), $acls_12, 'every grant is kept: no function or view was dropped and re-created');
+is(acls_kept('up', $acls_12), $acls_12, 'every grant is kept: no function or view was dropped and re-created');
 is( sql('up', $members_q),
 	join("\n", sort(split(/\n/, $members_12), 'function idem_wechatpay_decrypt(text,jsonb)',
 		'function idem.stats_1_3()',
@@ -272,10 +289,155 @@ is( $node->safe_psql(
 		extra_params => [ '-U', 'app' ]),
 	't', 'then it calls it');
 
-# --- 1.0, 1.1 and 1.2 each straight to 1.3 ---
+# --- 1.3 to 1.4: the response as sent, idem_http_claim and idem_http_respond ---
+
+# The server already runs the 1.4 library.  Until the update idem.keys has
+# the 13 columns of 1.0 to 1.3: the library reads its rows with the columns
+# of 1.4 null, and writes them without.
+is(sql('up', q{SELECT relnatts FROM pg_class WHERE oid = 'idem.keys'::regclass}),
+	'13', '1.3 has the 13 columns of idem.keys');
+is( sql('up', q{SELECT to_regprocedure('idem_http_claim(text, bytea, text, interval, interval, interval)') IS NULL}),
+	't', '1.3 has no idem_http_claim');
+
+# Claims finished in their own transaction (their rows written once, at the
+# finish), one of them with no response and one released for a retry; a
+# two-phase claim, with a checkpoint, finished by its token; the released
+# attempt taken over in place, and in flight across the update
+sql('up', q{
+BEGIN;
+SELECT idem_claim('v-one', '\x09');
+SELECT idem_complete('v-one', '{"b": 1, "a": 2.50}');
+SELECT idem_claim('v-empty');
+SELECT idem_complete('v-empty');
+SELECT idem_claim('v-declined');
+SELECT idem_fail('v-declined', '{"error": "card_declined"}', retryable => false);
+SELECT idem_claim('v-retry');
+SELECT idem_fail('v-retry', '{"error": "timeout"}');
+COMMIT;
+});
+my $t_two = sql('up', q{SELECT token FROM idem_claim('v-two', '\x02', lease => '1 hour')});
+is(sql('up', q{SELECT status, attempt FROM idem_claim('v-two', '\x02')}),
+	'in_progress|1', 'on the 1.3 table the 1.4 library answers a committed claim in progress');
+sql('up', qq{SELECT idem_checkpoint('v-two', 'charged', '{"charge": "ch_9"}', token => $t_two)});
+sql('up', qq{SELECT idem_complete('v-two', '{"charge": "ch_9"}', token => $t_two)});
+my ($t_retry, $attempt_retry) =
+  split /\|/, sql('up', q{SELECT token, attempt FROM idem_claim('v-retry', lease => '1 hour')});
+is($attempt_retry, '2', 'takes a released attempt over as attempt 2');
+
+# A replay reads the row with the columns of 1.4 added as null: were they
+# not null, v-empty, which has no response, would replay them as its body
+my $replays_q = q{
+SELECT status, response FROM idem_claim('v-one', '\x09');
+SELECT status, response IS NULL FROM idem_claim('v-empty');
+SELECT status, response FROM idem_claim('v-declined');
+SELECT status, response FROM idem_claim('v-two', '\x02');
+SELECT status FROM idem_claim('v-one', '\x00')};
+my $replays_13 = sql('up', $replays_q);
+is( $replays_13,
+	qq{completed|{"a": 2.50, "b": 1}\ncompleted|t\nfailed|{"error": "card_declined"}\n}
+	  . qq{completed|{"charge": "ch_9"}\nmismatch},
+	'replays each response (none where none was given), and tells another request apart');
+is( sql('up', q{
+SELECT state, attempt, checkpoint, completed_at IS NOT NULL FROM idem_lookup('v-two');
+SELECT state, attempt FROM idem_lookup('v-retry');
+BEGIN;
+SELECT status FROM idem_claim('v-pending');
+SELECT state, attempt FROM idem_lookup('v-pending');
+ROLLBACK}),
+	"completed|1|charged|t\nprocessing|2\nclaimed\nprocessing|1",
+	'idem_lookup reads its rows, and a claim of the transaction not written yet');
+is( sql('up', q{
+SELECT idem_webhook('stripe', 'evt_14');
+SELECT idem_webhook('stripe', 'evt_14');
+SELECT status, reason FROM idem_webhook_receive('gh', 'p', '{}')}),
+	"t\nf\nrejected|signature", 'and records webhooks, tells duplicates and receives deliveries of a source');
+
+# idem_http_respond is in the library but not in 1.3: declared by hand, it
+# refuses to finish an attempt on the 1.3 table, which has no room for the
+# response as sent
+my ($rc_hand, $out_hand, $err_hand) = $node->psql(
+	'up', q{
+\set VERBOSITY verbose
+CREATE SCHEMA by_hand;
+CREATE FUNCTION by_hand.idem_http_respond(key text, http_status integer, body text,
+                                          scope text DEFAULT '', token bigint DEFAULT NULL)
+RETURNS void AS '$libdir/idem', 'idem_http_respond' LANGUAGE C;
+BEGIN;
+SELECT status FROM idem_claim('v-by-hand');
+SELECT by_hand.idem_http_respond('v-by-hand', 201, '{}');
+COMMIT;
+DROP SCHEMA by_hand CASCADE;
+SELECT count(*) FROM idem.keys WHERE key = 'v-by-hand';
+},
+	on_error_stop => 0);
+like($err_hand, qr/ERROR:  55000: idem_http_respond needs idem 1\.4\nHINT:  Run ALTER EXTENSION idem UPDATE\./,
+	'idem_http_respond on the 1.3 table fails with 55000, the update as the hint');
+is($out_hand, "claimed\n0", 'and the attempt rolls back with it');
+
+my $acls_13 = sql('up', $acls_q);
+like($acls_13, qr/^idem\.stats_1_3\(\) \{.*mon=X/m, 'the grant the update to 1.3 made is in the ACLs');
+my $rows_13 = rows_of('up');
+my $sources_13 = sql('up', $sources_q);
+my $members_13 = sql('up', $members_q);
+my $columns_13 = sql('up', $columns_q);
+
+sql('up', 'ALTER EXTENSION idem UPDATE');
+is(sql('up', $version_q), '1.4', 'ALTER EXTENSION idem UPDATE goes on to 1.4');
+is(rows_of('up'), $rows_13, 'every key, webhook record and the token sequence are unchanged by the update to 1.4');
+is(sql('up', $sources_q), $sources_13, 'every webhook source is unchanged, secrets included');
+is(acls_kept('up', $acls_13), $acls_13, 'every grant is kept, those on the objects of 1.3 included');
+is( sql('up', $members_q),
+	join("\n", sort(split(/\n/, $members_13),
+		'function idem_http_claim(text,bytea,text,interval,interval,interval)',
+		'function idem_http_respond(text,integer,text,text,bigint)')),
+	'the update adds exactly idem_http_claim and idem_http_respond to the extension');
+is(sql('up', $columns_q), "$columns_13, http_status smallint, body text",
+	'and to idem.keys the HTTP status and body, nullable, after the columns of 1.3');
+is(sql('up', q{SELECT count(*) FROM idem.keys WHERE http_status IS NOT NULL OR body IS NOT NULL}),
+	'0', 'the rows written before the update have neither');
+is(sql('up', $replays_q), $replays_13, 'and replay through idem_claim as they did before it');
+is( sql('up', q{
+SELECT has_function_privilege(r, 'idem_http_claim(text, bytea, text, interval, interval, interval)', 'EXECUTE'),
+       has_function_privilege(r, 'idem_http_respond(text, integer, text, text, bigint)', 'EXECUTE')
+FROM unnest('{public, app}'::name[]) r}),
+	"f|f\nf|f", 'neither PUBLIC nor the role granted the 1.3 functions can execute the new ones');
+
+is( sql('up', q{
+SELECT status, http_status, body, content_type FROM idem_http_claim('v-one', '\x09');
+SELECT status, http_status, body IS NULL FROM idem_http_claim('v-empty');
+SELECT status, http_status, body FROM idem_http_claim('v-declined')}),
+	qq{completed|200|{"a": 2.50, "b": 1}|application/json\ncompleted|200|t\n}
+	  . qq{failed|400|{"error": "card_declined"}},
+	'a key finished before the update replays through idem_http_claim as 200 or 400 with its jsonb\'s text');
+
+# The response as the application serialised it: spaces, an id above 2^53,
+# 100.50
+my $sent = '{"id": 9007199254740993,  "amount": 100.50}';
+sql('up', qq{SELECT idem_http_respond('v-retry', 201, '$sent', token => $t_retry)});
+is( sql('up', q{SELECT status, http_status, body, attempt FROM idem_http_claim('v-retry')}),
+	"completed|201|$sent|2",
+	'the attempt in flight across the update is finished by idem_http_respond with its token, and replayed byte for byte');
+is( sql('up', q{SELECT status, response FROM idem_claim('v-retry')}),
+	'completed|{"id": 9007199254740993, "amount": 100.50}',
+	'idem_claim replays that body as jsonb');
+sql('up', q{GRANT EXECUTE ON FUNCTION idem_http_claim(text, bytea, text, interval, interval, interval),
+                                      idem_http_respond(text, integer, text, text, bigint) TO app});
+is( $node->safe_psql(
+		'up', q{
+BEGIN;
+SELECT status FROM idem_http_claim('v-http');
+SELECT idem_http_respond('v-http', 402, '{"error":"card_declined"}');
+COMMIT;
+SELECT status, http_status, body FROM idem_http_claim('v-http');
+SELECT status, response FROM idem_claim('v-http')},
+		extra_params => [ '-U', 'app' ]),
+	qq{claimed\n\nfailed|402|{"error":"card_declined"}\nfailed|{"error": "card_declined"}},
+	'once granted, the role claims and responds in one transaction, replayed as sent, and as jsonb by idem_claim');
+
+# --- 1.0, 1.1, 1.2 and 1.3 each straight to 1.4 ---
 
 my %updated;
-for my $from ('1.0', '1.1', '1.2')
+for my $from ('1.0', '1.1', '1.2', '1.3')
 {
 	my $db = 'from_' . ($from =~ s/\.//r);
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
@@ -291,29 +453,40 @@ GRANT EXECUTE ON FUNCTION idem_claim(text, bytea, text, interval, interval, bool
                           idem_webhook_verify(text, text, text, jsonb, interval) TO app;
 });
 	my ($rows, $acls) = (rows_of($db), sql($db, $acls_q));
+	my $t_live = sql($db, q{SELECT token FROM idem.keys WHERE key = 'd-live'});
 	# one session: idem's tables looked up before the update, the sources
-	# table used after it
-	is( sql($db, q{
+	# table and the columns of 1.4 used after it (the response is written in
+	# a transaction that rolls back, so the rows stay as they were)
+	is( sql($db, qq{
+SELECT state FROM idem_lookup('d-completed');
 SELECT idem_webhook('stripe', 'evt-before') AS looked_up;
 ALTER EXTENSION idem UPDATE;
 SELECT idem_webhook_source_set('gh', 'github', '{s1}');
 SELECT source FROM idem_webhook_sources;
 SELECT idem_webhook_source_drop('gh');
+BEGIN;
+SELECT idem_http_respond('d-live', 201, '{"ok":true}', token => $t_live);
+SELECT state, http_status, body FROM idem.keys WHERE key = 'd-live';
+ROLLBACK;
 DELETE FROM idem.webhooks WHERE event_id = 'evt-before';
 }),
-		"t\n\ngh\nt", "$from to 1.3: the session that updated uses the sources table at once");
-	is(sql($db, $version_q), '1.3', "$from updates to 1.3 in one ALTER EXTENSION");
-	is(rows_of($db), $rows, "$from to 1.3 keeps every key, webhook record and the token sequence");
-	# the privileges of the objects that were there before the update
-	my %had = map { (split / /)[0] => 1 } split /\n/, $acls;
-	is( join("\n", grep { $had{ (split / /)[0] } } split /\n/, sql($db, $acls_q)),
-		$acls, "$from to 1.3 keeps every grant");
+		qq{completed\nt\n\ngh\nt\n\ncompleted|201|{"ok":true}},
+		"$from to 1.4: the session that updated uses the sources table and the new columns at once");
+	is(sql($db, $version_q), '1.4', "$from updates to 1.4 in one ALTER EXTENSION");
+	is(rows_of($db), $rows, "$from to 1.4 keeps every key, webhook record and the token sequence");
+	is(acls_kept($db, $acls), $acls, "$from to 1.4 keeps every grant");
 	is( $node->safe_psql(
 			$db, q{SELECT status FROM idem_claim('d-completed')},
 			extra_params => [ '-U', 'app' ]),
-		'completed', "$from to 1.3: the granted role replays a key written under $from");
-	is(sql($db, q{SELECT has_function_privilege('app', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE')}),
-		'f', "$from to 1.3: the new function is not executable by the role");
+		'completed', "$from to 1.4: the granted role replays a key written under $from");
+	is( sql($db, q{SELECT status, http_status, body FROM idem_http_claim('d-completed')}),
+		'completed|200|{"charge": "ch_7"}',
+		"$from to 1.4: idem_http_claim replays it as 200 with its jsonb's text");
+	is( sql($db, q{
+SELECT has_function_privilege('app', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE'),
+       has_function_privilege('app', 'idem_http_claim(text, bytea, text, interval, interval, interval)', 'EXECUTE'),
+       has_function_privilege('app', 'idem_http_respond(text, integer, text, text, bigint)', 'EXECUTE')}),
+		'f|f|f', "$from to 1.4: the role may execute none of the functions it was not granted");
 	$updated{$from} = $db;
 }
 
@@ -323,24 +496,29 @@ $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 my $fresh_clean_catalog = sql('fresh', $catalog_q);
 sql('fresh', 'CREATE EXTENSION idem');
 is(sql('fresh', $version_q),
-	'1.3', 'CREATE EXTENSION installs 1.3 by default');
+	'1.4', 'CREATE EXTENSION installs 1.4 by default');
 is(sql('fresh', $members_q), sql('up', $members_q),
-	'a fresh 1.3 has exactly the objects of an updated 1.0');
+	'a fresh 1.4 has exactly the objects of an updated 1.0');
+is(sql('fresh', $columns_q), sql('up', $columns_q),
+	'and exactly its columns of idem.keys, in the same order');
 is( sql('fresh', $labels_q),
 	sql('up', $labels_q),
 	'and the same volatility and parallel labels');
 for my $from (sort keys %updated)
 {
-	is( join("\n", sql($updated{$from}, $members_q), sql($updated{$from}, $labels_q)),
-		join("\n", sql('fresh', $members_q), sql('fresh', $labels_q)),
-		"$from updated straight to 1.3 has the objects and labels of a fresh 1.3");
+	is( join("\n", map { sql($updated{$from}, $_) } $members_q, $columns_q, $labels_q),
+		join("\n", map { sql('fresh', $_) } $members_q, $columns_q, $labels_q),
+		"$from updated straight to 1.4 has the objects, columns and labels of a fresh 1.4");
 }
 is( sql('fresh', q{SELECT string_agg(path, ', ') FROM pg_extension_update_paths('idem')
-                   WHERE source = '1.0' AND target = '1.3'}),
-	'1.0--1.1--1.2--1.3', 'the update path is 1.0--1.1--1.2--1.3');
-is(sql('fresh', q{SELECT status FROM idem_claim('f-1')}), 'claimed', 'claims work in a fresh 1.3');
-is( sql('fresh', q{SELECT has_function_privilege('public', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE')}),
-	'f', 'PUBLIC cannot execute idem_wechatpay_decrypt in a fresh 1.3');
+                   WHERE source = '1.0' AND target = '1.4'}),
+	'1.0--1.1--1.2--1.3--1.4', 'the update path is 1.0--1.1--1.2--1.3--1.4');
+is(sql('fresh', q{SELECT status FROM idem_claim('f-1')}), 'claimed', 'claims work in a fresh 1.4');
+is( sql('fresh', q{
+SELECT has_function_privilege('public', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE'),
+       has_function_privilege('public', 'idem_http_claim(text, bytea, text, interval, interval, interval)', 'EXECUTE'),
+       has_function_privilege('public', 'idem_http_respond(text, integer, text, text, bigint)', 'EXECUTE')}),
+	'f|f|f', 'PUBLIC cannot execute idem_wechatpay_decrypt, idem_http_claim or idem_http_respond in a fresh 1.4');
 
 # --- DROP EXTENSION removes everything ---
 
