@@ -112,7 +112,7 @@ DECLARE
     call text;
     n integer := first_id;
     must_not_be_null text[] := ARRAY['key', 'scope', 'source', 'event_id', 'phase',
-        'retryable', 'scheme', 'secret', 'merchant_id', 'merchant_order_id',
+        'retryable', 'http_status', 'scheme', 'secret', 'merchant_id', 'merchant_order_id',
         'amount', 'currency', 'request_date', 'parts', 'api_v3_key', 'secrets'];
 BEGIN
     FOR f IN
@@ -137,7 +137,10 @@ BEGIN
                                 THEN 'VARIADIC ' ELSE '' END,
                            array_to_string(args, ', '));
             INSERT INTO hostile.cases VALUES (n, 'null', NULL, call,
-                CASE WHEN i > 0 AND f.argnames[i] = ANY (must_not_be_null)
+                CASE WHEN i = 1 AND f.name = 'idem_http_claim'
+                     -- no Idempotency-Key header: an answer (400), not an error
+                     THEN 'ok:(bad_key,400,' || quote_ident('{"type":"about:blank","title":"Idempotency-Key is missing or invalid","status":400,"detail":"This operation is idempotent: send an Idempotency-Key header of 1 to 255 bytes."}') || ',application/problem+json,,,,,)'
+                     WHEN i > 0 AND f.argnames[i] = ANY (must_not_be_null)
                      THEN 'err:22004' ELSE 'any' END);
             n := n + 1;
         END LOOP;

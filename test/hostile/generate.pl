@@ -141,6 +141,11 @@ $family = 'text';
 			$key_expect eq 'ok' ? 'err:ID002' : $key_expect);
 		add("SELECT idem_checkpoint('text-none', $l)::text",
 			$key_expect eq 'ok' ? 'err:ID002' : $key_expect);
+		# an HTTP claim answers a key it cannot take with 400, no error
+		add("SELECT (idem_http_claim($l, scope => 'text-http', lease => '1 min')).status",
+			$key_expect eq 'ok' ? 'ok:claimed' : 'ok:bad_key');
+		add("SELECT idem_http_respond($l, 201, '{}', scope => 'text-none')::text",
+			$key_expect eq 'ok' ? 'err:ID002' : $key_expect);
 		# keys and payment keys take any text as parts
 		add("SELECT length(idem_key($l, $l))::text", 'ok:64');
 		my $chars = length($t);
@@ -272,6 +277,10 @@ for my $d (-1, 0, 1)
 	$k = "size-$id";
 	add("SELECT idem_checkpoint('$k', 'p', to_jsonb(repeat('x', $n)))::text", $expect,
 		"SELECT idem_claim('$k')");
+	# a body of n + 8 characters is a text of n + 12 bytes
+	$k = "size-$id";
+	add("SELECT idem_http_respond('$k', 201, '\"' || repeat('x', $n + 6) || '\"')::text",
+		$expect, "SELECT idem_http_claim('$k')");
 }
 # a multibyte response is measured in bytes
 add("SELECT idem_complete('size-mb', to_jsonb(repeat('€', 349600)))::text", 'err:54000',
