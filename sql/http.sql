@@ -70,6 +70,24 @@ SELECT token AS t7 FROM idem_http_claim('pay-7', lease => '1 min') \gset
 SELECT idem_http_respond('pay-7', 201, '{"ok":true}', token => :t7);
 SELECT status, http_status, body FROM idem_http_claim('pay-7');
 
+-- outside a transaction block, a claim without a lease must be finished by
+-- the same statement: left in progress, it is refused at commit, and
+-- nothing is written (a pool that replaced the client's BEGIN does this)
+SELECT status FROM idem_http_claim('pay-10');
+SELECT count(*) FROM idem.keys WHERE key = 'pay-10';
+SELECT c.status, idem_http_respond('pay-10', 201, '{"one": "statement"}')
+  FROM idem_http_claim('pay-10') c WHERE c.status = 'claimed';
+SELECT status, http_status, body FROM idem_http_claim('pay-10');
+-- the same for a claim that takes over an attempt whose lease ran out (its
+-- row is written at once)
+SELECT status FROM idem_claim('pay-12', lease => '1 ms');
+SELECT pg_sleep(0.01);
+SELECT status FROM idem_http_claim('pay-12');
+SELECT state, attempt FROM idem_lookup('pay-12');
+-- with a lease it is a two-phase claim, finished later with its token
+SELECT status FROM idem_http_claim('pay-11', lease => '1 min');
+SELECT state FROM idem_lookup('pay-11');
+
 -- bad input to idem_http_respond: an error, nothing written
 BEGIN;
 SELECT status FROM idem_http_claim('pay-8');

@@ -14,7 +14,8 @@
  * A claim of a key that has no row writes none (claim.c): it is "pending".
  * This memory keeps what its row will hold, and its key lock stands in for
  * the row a second claimer would otherwise wait on.  Five rules keep exactly
- * one claimer per live attempt:
+ * one claimer per live attempt, and a sixth keeps an HTTP request's claim
+ * from committing without its work:
  *
  * 1. The lock.  Each key lock is an ExclusiveLock on an advisory tag of the
  *    key (store.c), taken under CurTransactionResourceOwner: the resource
@@ -61,6 +62,12 @@
  *    creates it again), those claims are neither found nor written: their
  *    rows would have gone with the table, and the new table's tokens come
  *    from a new sequence.
+ *
+ * 6. The finish.  A claim that idem_http_claim made outside a transaction
+ *    block and without a lease belongs to a request that was to be finished
+ *    in that very transaction (must_finish): if it is still in progress
+ *    before commit, the commit is refused, so that no claim commits as
+ *    processing without its work.
  *
  * claim_memory_check() asserts rules 1, 2 and 4 in builds with assertions.
  */
@@ -240,6 +247,56 @@ idem_claim_memory_write(IdemClaim *claim)
 }
 
 /*
+ * Is a claim that must be finished in its transaction (must_finish) still
+ * in progress?  Pending, or its row, as this transaction left it, says so.
+ */
+static bool
+claim_unfinished(IdemClaim *claim)
+{
+	IdemStore	st;
+	bool		unfinished;
+
+	if (claim->pending)
+		return true;
+	idem_store_open(&st, IDEM_KEYS, false);
+	unfinished = idem_store_fetch_own(&st, &claim->tid, claim->filenode) &&
+		DatumGetInt64(st.values[KEYS_TOKEN]) == claim->token &&
+		strcmp(TextDatumGetCString(st.values[KEYS_STATE]), "processing") == 0;
+	idem_store_close(&st);
+	return unfinished;
+}
+
+/*
+ * Refuse to commit a claim made outside a transaction block, for a request
+ * that was to be finished in the same transaction (idem_http_claim without
+ * a lease), and left in progress: it would commit as processing, and the
+ * work that was to go with it never happens.  A connection pool does this
+ * to a client whose BEGIN it runs as another client's COMMIT or ROLLBACK
+ * (pgjdbc's named statements behind pgbouncer, doc/operations.md).
+ */
+static void
+claim_memory_check_finished(void)
+{
+	HASH_SEQ_STATUS status;
+	ClaimEntry *entry;
+
+	hash_seq_init(&status, claims);
+	while ((entry = hash_seq_search(&status)) != NULL)
+	{
+		if (!entry->claim.must_finish || !claim_on_current_table(entry) ||
+			!claim_unfinished(&entry->claim))
+			continue;
+		hash_seq_term(&status);
+		ereport(ERROR,
+				(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
+				 errmsg("key \"%s\" was claimed outside a transaction block and not finished",
+						text_to_cstring(entry->claim.key)),
+				 errdetail("The claim would commit as processing, without the work of its request."),
+				 errhint("Run idem_http_claim, the work and idem_http_respond in one transaction, or pass a lease for a two-phase claim.  Behind pgbouncer, see the driver settings in doc/operations.md.")));
+	}
+}
+
+/*
  * Before the transaction commits (or is prepared), write the rows of the
  * claims still pending: they commit as claims in progress, with their lease.
  * Whatever the end, forget everything after it; the locks go with the
@@ -258,6 +315,9 @@ claim_memory_xact_callback(XactEvent event, void *arg)
 		if (claims == NULL)
 			return;
 		claim_memory_check();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		claim_memory_check_finished();
+		PopActiveSnapshot();
 		hash_seq_init(&status, claims);
 		while ((entry = hash_seq_search(&status)) != NULL)
 		{

@@ -257,6 +257,19 @@ idem_http_claim(PG_FUNCTION_ARGS)
 		if (http_claim_until(key, fp, scope, lease, ttl, deadline, &waited))
 			answer = waited;
 	}
+
+	/*
+	 * Without a lease, the request is to be finished in this transaction:
+	 * outside a transaction block that is the statement's own, which must
+	 * not commit the claim unfinished (claim_memory.c says why).
+	 */
+	if (answer.counted == IDEM_STAT_CLAIMED && PG_ARGISNULL(4) && !IsTransactionBlock())
+	{
+		IdemClaim  *claim = idem_claim_memory_find(scope, key);
+
+		if (claim != NULL)
+			claim->must_finish = true;
+	}
 	http_from_claim(&answer, out, outnulls);
 	idem_stats_count(answer.counted, 1);
 	PG_RETURN_DATUM(idem_result_row(fcinfo, out, outnulls));

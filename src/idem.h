@@ -98,6 +98,9 @@ typedef struct IdemClaim
 	ItemPointerData tid;		/* where the claim's row is, once written */
 	Oid			filenode;		/* in which file of idem.keys tid is */
 	bool		pending;		/* its row is not written yet */
+	bool		must_finish;	/* made outside a transaction block for a
+								 * request finished in it: see
+								 * idem_claim_memory_check_finished */
 	SubTransactionId written_by;	/* the subtransaction that wrote it, if pending before */
 	/* what a pending claim's row will hold */
 	bytea	   *fingerprint;	/* NULL: none given */
