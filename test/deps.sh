@@ -72,6 +72,27 @@ want pgbouncer test -x /usr/sbin/pgbouncer
 want make command -v make
 want gcc command -v gcc
 
+# Application runtimes: the example services, the drivers and the queue
+# consumer that the client tests run against idem (examples/, test/drivers/).
+# The servers' chroots (test/servers.sh) leave them out: those tests run on
+# the host.
+if [ "${IDEM_APP_DEPS:-1}" != 0 ]; then
+	# Python: psycopg 3 and its pool, for Debian's Python
+	want python3-psycopg /usr/bin/python3 -c 'import psycopg'
+	want python3-psycopg-pool /usr/bin/python3 -c 'import psycopg_pool'
+	# Node.js and npm (a Node.js from elsewhere, such as NodeSource's, brings
+	# its own npm); the pg package comes from npm
+	want nodejs command -v node
+	want npm command -v npm
+	# Java: a JDK, pgjdbc and Gson (the Java service's JSON)
+	want default-jdk-headless command -v javac
+	want libpostgresql-jdbc-java test -f /usr/share/java/postgresql.jar
+	want libgoogle-gson-java test -f /usr/share/java/gson.jar
+	# Go and pgx v4 with its pool, built offline in GOPATH mode
+	want golang-go command -v go
+	want golang-github-jackc-pgx-v4-dev test -d /usr/share/gocode/src/github.com/jackc/pgx/v4
+fi
+
 # As root the test servers run as postgres, whom the server package creates.
 check_user() {
 	if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then

@@ -197,7 +197,7 @@ make_chroot() (
 		die "installing PostgreSQL $major in the $codename chroot failed"
 	# and what the tests need there, as test/deps.sh installs it on a host
 	cp "$(dirname "${BASH_SOURCE[0]}")/deps.sh" "$root/tmp/idem-deps.sh" &&
-	chroot_exec "$root" env IDEM_PG_MAJOR="$major" bash /tmp/idem-deps.sh ||
+	chroot_exec "$root" env IDEM_PG_MAJOR="$major" IDEM_APP_DEPS=0 bash /tmp/idem-deps.sh ||
 		die "installing the tests' packages in the $codename chroot failed"
 	rm -f "$root/tmp/idem-deps.sh"
 	echo "$CHROOT_RECIPE" >"$root/.idem-ready"

@@ -1,0 +1,160 @@
+// The example payment service in Go: POST /payments with an Idempotency-Key
+// header books a payment once, however often the request is retried.  The
+// claim, the INSERT and the stored response commit or roll back together.
+//
+// net/http, encoding/json and pgx v4 with its pool (pgxpool).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v4/pgxpool"
+)
+
+// The request, with the two test knobs: DelayMs (a slow gateway) and Fail
+type request struct {
+	Account  string      `json:"account"`
+	Amount   json.Number `json:"amount"` // the amount as given: 100.50 stays 100.50
+	Currency string      `json:"currency"`
+	DelayMs  int         `json:"delay_ms"`
+	Fail     bool        `json:"fail"`
+}
+
+// The 201 answer.  The id and the amount as strings: a JavaScript client
+// would round an id above 2^53.
+type created struct {
+	ID       int64  `json:"id,string"`
+	Account  string `json:"account"`
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// What goes back to the client: retryAfter is nil unless status is 409
+type answer struct {
+	status      int
+	contentType string
+	body        string
+	retryAfter  *int
+}
+
+var db *pgxpool.Pool
+
+func main() {
+	// DATABASE_URL is a libpq URI, which pgx reads as it is
+	config, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	config.MaxConns = 10
+	if os.Getenv("PGBOUNCER") == "1" {
+		// pgbouncer in transaction pooling: pgx prepares every query as a
+		// named statement on the server connection it has at the moment, and
+		// the next transaction may run on another.  The simple protocol
+		// prepares nothing: each query goes with its parameters in one
+		// message.  (statement_cache_capacity=0 is not enough: pgx then
+		// prepares the unnamed statement and executes it in a second round
+		// trip, which outside a transaction may reach another server
+		// connection, and another client's unnamed statement.)
+		config.ConnConfig.PreferSimpleProtocol = true
+	}
+	db, err = pgxpool.ConnectConfig(context.Background(), config)
+	if err != nil {
+		log.Fatal(err)
+	}
+	listener, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PORT"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("listening on", os.Getenv("PORT"))
+	http.HandleFunc("/payments", handle)
+	log.Fatal(http.Serve(listener, nil))
+}
+
+func handle(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	var req request
+	var a answer
+	switch {
+	case r.Method != http.MethodPost:
+		a = errorAnswer(404, "not found")
+	case err != nil || json.Unmarshal(body, &req) != nil:
+		a = errorAnswer(400, "the body is not a JSON object")
+	default:
+		// the header's value, or NULL when there is none
+		var key *string
+		if values := r.Header.Values("Idempotency-Key"); len(values) > 0 {
+			key = &values[0]
+		}
+		if a, err = pay(r.Context(), key, string(body), req); err != nil {
+			log.Printf("payment failed: %v", err) // a database error ends in (SQLSTATE XXXXX)
+			a = errorAnswer(500, "internal error")
+		}
+	}
+	w.Header().Set("Content-Type", a.contentType)
+	if a.retryAfter != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(*a.retryAfter))
+	}
+	w.WriteHeader(a.status)
+	io.WriteString(w, a.body)
+}
+
+// One payment request, in one transaction
+func pay(ctx context.Context, key *string, body string, req request) (answer, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return answer{}, err
+	}
+	defer tx.Rollback(ctx) // does nothing once committed
+
+	var status string
+	var httpStatus, retryAfter *int
+	var replay, contentType *string
+	err = tx.QueryRow(ctx, `
+		SELECT status, http_status, body, content_type, retry_after
+		  FROM idem_http_claim($1, idem_fingerprint($2::jsonb))`, key, body).
+		Scan(&status, &httpStatus, &replay, &contentType, &retryAfter)
+	if err != nil {
+		return answer{}, err
+	}
+	if status != "claimed" {
+		// a replay, a duplicate still in flight, a mismatch or a bad key:
+		// idem has the answer
+		return answer{*httpStatus, *contentType, *replay, retryAfter}, tx.Commit(ctx)
+	}
+
+	p := created{Account: req.Account, Amount: req.Amount.String(), Currency: req.Currency}
+	err = tx.QueryRow(ctx,
+		`INSERT INTO payments (idem_key, account, amount, currency) VALUES ($1, $2, $3, $4) RETURNING id`,
+		key, req.Account, p.Amount, req.Currency).Scan(&p.ID)
+	if err != nil {
+		return answer{}, err
+	}
+	time.Sleep(time.Duration(req.DelayMs) * time.Millisecond)
+	if req.Fail {
+		return answer{}, errors.New(`the gateway failed (test knob "fail")`)
+	}
+
+	response, err := json.Marshal(p)
+	if err != nil {
+		return answer{}, err
+	}
+	if _, err = tx.Exec(ctx, `SELECT idem_http_respond($1, 201, $2)`, key, string(response)); err != nil {
+		return answer{}, err
+	}
+	return answer{201, "application/json", string(response), nil}, tx.Commit(ctx)
+}
+
+func errorAnswer(status int, message string) answer {
+	body, _ := json.Marshal(map[string]string{"error": message})
+	return answer{status, "application/json", string(body), nil}
+}

@@ -1,0 +1,182 @@
+// The example payment service in Java: POST /payments with an Idempotency-Key
+// header books a payment once, however often the request is retried.  The claim,
+// the INSERT and the stored response commit or roll back together.
+//
+// The JDK's HTTP server, pgjdbc and Gson (JSON), as Debian packages them.
+
+import com.google.gson.Gson;
+import com.google.gson.JsonParseException;
+import com.google.gson.JsonSyntaxException;
+import com.google.gson.stream.JsonReader;
+import com.google.gson.stream.JsonToken;
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import java.io.IOException;
+import java.io.StringReader;
+import java.math.BigDecimal;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.Executors;
+
+public class Payments {
+	// The request, with the two test knobs: delay_ms (a slow gateway) and fail
+	record Request(String account, BigDecimal amount, String currency, long delay_ms, boolean fail) {}
+
+	// The 201 answer.  The id and the amount as strings: a JavaScript client
+	// would round an id above 2^53, and 100.50 stays 100.50 (BigDecimal keeps
+	// the digits as given).
+	record Created(String id, String account, String amount, String currency) {}
+
+	// What goes back to the client: retryAfter is null unless status is 409
+	record Answer(int status, String contentType, String body, Integer retryAfter) {}
+
+	static final Gson GSON = new Gson();
+	static final int THREADS = 10;
+	static String url;
+	static final Properties props = new Properties();
+
+	// The connection pool: each of the THREADS worker threads keeps one
+	// connection of its own, and opens a new one when it was closed.
+	static final ThreadLocal<Connection> connection = new ThreadLocal<>();
+
+	public static void main(String[] args) throws IOException {
+		// DATABASE_URL is a libpq URI, postgresql://USER@HOST:PORT/DB
+		URI db = URI.create(System.getenv("DATABASE_URL"));
+		url = "jdbc:postgresql://" + db.getHost() + ":" + db.getPort() + db.getPath();
+		props.setProperty("user", db.getUserInfo());
+		if ("1".equals(System.getenv("PGBOUNCER"))) {
+			// pgbouncer in transaction pooling: the next transaction may run on
+			// another server connection, so no named prepared statements
+			// (pgjdbc names a statement from its 5th execution on).  pgjdbc also
+			// sends extra_float_digits when it connects, which pgbouncer refuses
+			// unless its ini says ignore_startup_parameters = extra_float_digits.
+			props.setProperty("prepareThreshold", "0");
+		}
+		int port = Integer.parseInt(System.getenv("PORT"));
+		// a backlog with room for a burst of requests
+		HttpServer server = HttpServer.create(new InetSocketAddress("127.0.0.1", port), 100);
+		server.createContext("/payments", Payments::handle);
+		server.setExecutor(Executors.newFixedThreadPool(THREADS));
+		server.start();
+		System.out.println("listening on " + port);
+	}
+
+	static void handle(HttpExchange exchange) throws IOException {
+		if (!exchange.getRequestMethod().equals("POST")) {
+			send(exchange, error(404, "not found"));
+			return;
+		}
+		String body = new String(exchange.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
+		send(exchange, answer(exchange.getRequestHeaders().getFirst("Idempotency-Key"), body));
+	}
+
+	static Answer answer(String key, String body) {
+		Request request;
+		try {
+			request = parse(body);
+		} catch (IOException | JsonParseException e) {
+			return error(400, "the body is not a JSON object");
+		}
+		try {
+			return pay(key, body, request);
+		} catch (Exception e) {
+			System.err.println("payment failed: "
+					+ (e instanceof SQLException s ? "SQLSTATE " + s.getSQLState() + ": " : "") + e.getMessage());
+			return error(500, "internal error");
+		}
+	}
+
+	// One payment request, in one transaction
+	static Answer pay(String key, String body, Request request) throws Exception {
+		Connection db = connection();
+		try {
+			try (ResultSet claim = row(db, """
+					SELECT status, http_status, body, content_type, retry_after
+					  FROM idem_http_claim(?, idem_fingerprint(?::jsonb))""", key, body)) {
+				if (!claim.getString("status").equals("claimed")) {
+					// a replay, a duplicate still in flight, a mismatch or a bad
+					// key: idem has the answer
+					Answer answer = new Answer(claim.getInt("http_status"), claim.getString("content_type"),
+							claim.getString("body"), claim.getObject("retry_after", Integer.class));
+					db.commit();
+					return answer;
+				}
+			}
+			long id;
+			try (ResultSet payment = row(db,
+					"INSERT INTO payments (idem_key, account, amount, currency) VALUES (?, ?, ?, ?) RETURNING id",
+					key, request.account(), request.amount(), request.currency())) {
+				id = payment.getLong("id");
+			}
+			Thread.sleep(request.delay_ms());
+			if (request.fail())
+				throw new IllegalStateException("the gateway failed (test knob \"fail\")");
+
+			String created = GSON.toJson(new Created(
+					Long.toString(id), request.account(), request.amount().toString(), request.currency()));
+			row(db, "SELECT idem_http_respond(?, 201, ?)", key, created).close();
+			db.commit();
+			return new Answer(201, "application/json", created, null);
+		} catch (Exception e) {
+			// (a connection that broke has rolled back already)
+			if (!db.isClosed())
+				db.rollback();
+			throw e;
+		}
+	}
+
+	// Runs one statement and returns its result on its first row; closing
+	// the result closes the statement
+	static ResultSet row(Connection db, String sql, Object... params) throws SQLException {
+		PreparedStatement statement = db.prepareStatement(sql);
+		for (int i = 0; i < params.length; i++)
+			statement.setObject(i + 1, params[i]);
+		statement.closeOnCompletion();
+		ResultSet result = statement.executeQuery();
+		result.next();
+		return result;
+	}
+
+	static void send(HttpExchange exchange, Answer answer) throws IOException {
+		exchange.getResponseHeaders().set("Content-Type", answer.contentType());
+		if (answer.retryAfter() != null)
+			exchange.getResponseHeaders().set("Retry-After", answer.retryAfter().toString());
+		byte[] bytes = answer.body().getBytes(StandardCharsets.UTF_8);
+		exchange.sendResponseHeaders(answer.status(), bytes.length);
+		exchange.getResponseBody().write(bytes);
+		exchange.close();
+	}
+
+	// This worker thread's connection, opened when it has none or lost it
+	static Connection connection() throws SQLException {
+		Connection db = connection.get();
+		if (db == null || db.isClosed()) {
+			db = DriverManager.getConnection(url, props);
+			db.setAutoCommit(false);
+			connection.set(db);
+		}
+		return db;
+	}
+
+	// The body as a request: strict JSON, one object and nothing after it
+	// (Gson's fromJson is lenient, its JsonReader is not)
+	static Request parse(String body) throws IOException {
+		JsonReader json = new JsonReader(new StringReader(body));
+		Request request = GSON.getAdapter(Request.class).read(json);
+		if (request == null || json.peek() != JsonToken.END_DOCUMENT)
+			throw new JsonSyntaxException("not one JSON object");
+		return request;
+	}
+
+	static Answer error(int status, String message) {
+		return new Answer(status, "application/json", GSON.toJson(Map.of("error", message)), null);
+	}
+}
