@@ -91,6 +91,11 @@ if [ "${IDEM_APP_DEPS:-1}" != 0 ]; then
 	# Go and pgx v4 with its pool, built offline in GOPATH mode
 	want golang-go command -v go
 	want golang-github-jackc-pgx-v4-dev test -d /usr/share/gocode/src/github.com/jackc/pgx/v4
+	# The queue consumer (examples/queue): RabbitMQ, whose node
+	# test/t/119_rabbitmq.pl runs apart from the service the package
+	# starts, and pika, with the psycopg above
+	want rabbitmq-server test -x /usr/sbin/rabbitmq-server
+	want python3-pika /usr/bin/python3 -c 'import pika'
 fi
 
 # As root the test servers run as postgres, whom the server package creates.
