@@ -280,7 +280,7 @@ for my $d (-1, 0, 1)
 	# a body of n + 8 characters is a text of n + 12 bytes
 	$k = "size-$id";
 	add("SELECT idem_http_respond('$k', 201, '\"' || repeat('x', $n + 6) || '\"')::text",
-		$expect, "SELECT idem_http_claim('$k')");
+		$expect, "SELECT idem_http_claim('$k', lease => '1 min')");
 }
 # a multibyte response is measured in bytes
 add("SELECT idem_complete('size-mb', to_jsonb(repeat('€', 349600)))::text", 'err:54000',
