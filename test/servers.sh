@@ -382,7 +382,8 @@ run() {
 		*) pgc=/usr/lib/postgresql/$(major_of "$flavour")/bin/pg_config ;;
 	esac
 	if in_chroot "$flavour"; then
-		chroot_exec "$(chroot_dir "$flavour")" env PG_CONFIG="$pgc" \
+		# the application runtimes are the host's only (test/deps.sh)
+		chroot_exec "$(chroot_dir "$flavour")" env PG_CONFIG="$pgc" IDEM_APP_DEPS=0 \
 			IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" "$@"
 	else
 		env PG_CONFIG="$pgc" IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" "$@"
