@@ -16,7 +16,7 @@ from psycopg_pool import ConnectionPool
 
 # Behind pgbouncer in transaction pooling the next transaction may run on
 # another server connection, where a statement prepared on this one does not
-# exist: never prepare.  (psycopg prepares a query from its 5th execution.)
+# exist: never prepare.  (psycopg prepares a query at its 6th execution.)
 settings = {"prepare_threshold": None} if os.environ.get("PGBOUNCER") == "1" else {}
 pool = ConnectionPool(os.environ["DATABASE_URL"], min_size=10, kwargs=settings)
 
