@@ -12,8 +12,6 @@ use warnings;
 
 use DBI;
 use Digest::SHA qw(hmac_sha256_hex);
-use IPC::Run;
-use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -23,8 +21,7 @@ use FindBin;
 use lib $FindBin::RealBin;
 use IdemTest;
 
-my $pgbouncer = '/usr/sbin/pgbouncer';
-plan skip_all => 'pgbouncer is not installed' unless -x $pgbouncer;
+plan skip_all => 'pgbouncer is not installed' unless -x $PGBOUNCER;
 
 # Server connections per pool, and clients in the storms: more clients than
 # server connections, so that transactions of different clients share them.
@@ -63,45 +60,14 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 
 # --- pgbouncer ---------------------------------------------------------------
 
-# Its version: 1.21 added max_prepared_statements (protocol-level prepared
-# statements across server connections), and 1.22 turned it on by default.
-my ($bouncer_major, $bouncer_minor) = `$pgbouncer --version` =~ /PgBouncer (\d+)\.(\d+)/;
-my $tracks_prepared = $bouncer_major > 1 || ($bouncer_major == 1 && $bouncer_minor >= 21);
-note("PgBouncer $bouncer_major.$bouncer_minor");
-
 my $dir = "${PostgreSQL::Test::Utils::tmp_check}/pgbouncer";
-mkdir $dir;
-my $port = PostgreSQL::Test::Cluster::get_free_port();
-my $backend = 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';
-append_to_file("$dir/userlist.txt", qq("postgres" ""\n"shop" ""\n));
-append_to_file(
-	"$dir/pgbouncer.ini", qq([databases]
-postgres = $backend
-stmt = $backend pool_mode=statement
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $port
-unix_socket_dir =
-auth_type = trust
-auth_file = $dir/userlist.txt
-pool_mode = transaction
-default_pool_size = $POOL
-max_client_conn = 100
-logfile = $dir/pgbouncer.log
-pidfile = $dir/pgbouncer.pid
-admin_users = postgres
-) . ($tracks_prepared ? "max_prepared_statements = 0\n" : ''));
-
-my $bouncer = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
-	'<', \undef, '>>', "$dir/pgbouncer.out", '2>>', "$dir/pgbouncer.out");
-my $parent = $$;
-# Stop pgbouncer however the test ends (the forked clients leave with
-# POSIX::_exit and never get here)
-END
-{
-	$bouncer->kill_kill if $bouncer && $$ == $parent;
-}
+my ($port, $bouncer) = idem_pgbouncer(
+	$node, $dir,
+	users => [qw(postgres shop)],
+	databases => ['stmt pool_mode=statement'],
+	pool_mode => 'transaction',
+	default_pool_size => $POOL,
+	admin_users => 'postgres');
 
 # A connection through pgbouncer ($db: postgres, or stmt for statement
 # pooling); DBD::Pg's server-side prepared statements stay off unless asked
@@ -123,17 +89,6 @@ sub client
 			pg_switch_prepared => 1
 		});
 }
-
-my $ready;
-for (1 .. 100)
-{
-	$ready = eval { client() };
-	last if $ready;
-	usleep(100_000);
-}
-ok($ready, 'pgbouncer accepts connections')
-  or BAIL_OUT('pgbouncer did not start: ' . slurp_file("$dir/pgbouncer.out"));
-$ready->disconnect;
 
 # Clients of the postgres pool waiting for a server connection (pgbouncer's
 # console, SHOW POOLS)
@@ -187,65 +142,17 @@ sub release
 	return;
 }
 
-# Run $body->($dbh, $i) in $n forked clients, each with its own connection
-# through pgbouncer, all starting together; returns what each printed to its
-# output, one string per client.
-sub storm
-{
-	my ($n, $body) = @_;
-	my (@kids, @files);
-	pipe(my $go_r, my $go_w) or die "pipe: $!";
-	for my $i (1 .. $n)
-	{
-		my $file = "$dir/client-$$-$i.out";
-		push @files, $file;
-		my $pid = fork() // die "fork: $!";
-		if ($pid == 0)
-		{
-			close $go_w;
-			my $rc = 0;
-			eval {
-				my $dbh = client();
-				open my $out, '>', $file or die "$file: $!";
-				$out->autoflush(1);
-				# wait for the start: the parent closes the pipe
-				my $dummy = <$go_r>;
-				print $out $body->($dbh, $i);
-				close $out;
-				$dbh->disconnect;
-				1;
-			} or do {
-				append_to_file("$file.err", "$@");
-				$rc = 1;
-			};
-			POSIX::_exit($rc);
-		}
-		push @kids, $pid;
-	}
-	close $go_r;
-	usleep(200_000);
-	close $go_w;
-	my @out;
-	for my $i (0 .. $#kids)
-	{
-		waitpid($kids[$i], 0);
-		my $rc = $? >> 8;
-		diag(slurp_file("$files[$i].err")) if $rc != 0 && -e "$files[$i].err";
-		push @out, $rc == 0 ? slurp_file($files[$i]) : '';
-	}
-	return @out;
-}
-
 # --- 1. the in-transaction storm ---------------------------------------------
 
 # Each client pays every key once, in its own order: BEGIN; claim; book;
 # complete; COMMIT.  A claimer that loses the race waits for the winner's
 # transaction and gets completed.  A failed transaction (none expected) is
-# retried.  Each line of output: key, status, backend, tries.
-my @out = storm(
-	$CLIENTS,
+# retried.  Each line of output: key, status, backend, tries.  Each client
+# has its own connection through pgbouncer, made before they all start.
+my @out = fork_storm(
+	$CLIENTS, $dir,
 	sub {
-		my ($dbh, $i) = @_;
+		my ($i, $dbh) = @_;
 		my $fp = '{"amount": 100, "currency": "EUR"}';
 		my @keys = map { "storm-$_" } 1 .. $KEYS;
 		# a client-specific rotation, so the clients collide in every order
@@ -280,10 +187,11 @@ my @out = storm(
 			}
 		}
 		return $lines;
-	});
+	},
+	sub { client() });
 
 my (%status, %backends, $lines, $retried);
-for my $line (map { split /\n/ } @out)
+for my $line (map { split /\n/, $_ // '' } @out)
 {
 	my ($k, $s, $pid, $try) = split / /, $line;
 	$status{$s}++;
@@ -375,10 +283,10 @@ is( sql(q{SELECT count(*) FROM generate_series(1, } . $KEYS . q{) i,
 
 {
 	my $payload = '{"id":"evt_pooler_1","object":"event","type":"charge.succeeded"}';
-	@out = storm(
-		$CLIENTS,
+	@out = fork_storm(
+		$CLIENTS, $dir,
 		sub {
-			my ($dbh) = @_;
+			my (undef, $dbh) = @_;
 			my $t = time;
 			my $headers = qq({"Stripe-Signature": "t=$t,v1=)
 			  . hmac_sha256_hex("$t.$payload", 'whsec_pooler_test') . '"}';
@@ -393,9 +301,10 @@ is( sql(q{SELECT count(*) FROM generate_series(1, } . $KEYS . q{) i,
 			}
 			$dbh->commit;
 			return "$s\n";
-		});
+		},
+		sub { client() });
 	my %seen;
-	$seen{$_}++ for map { split /\n/ } @out;
+	$seen{$_}++ for map { split /\n/, $_ // '' } @out;
 	is($seen{new}, 1, 'webhook: one delivery of the event is new');
 	is($seen{duplicate}, $CLIENTS - 1, 'webhook: every other one is a duplicate');
 	is(sql(q{SELECT count(*) FROM ledger WHERE key = 'evt_pooler_1'}), 1,
@@ -566,6 +475,5 @@ my $ttl_of = q{SELECT round(extract(epoch FROM expires_at - created_at) / 3600) 
 }
 
 $bouncer->kill_kill;
-$bouncer = undef;
 $node->stop;
 done_testing();

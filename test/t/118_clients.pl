@@ -15,13 +15,10 @@ use warnings;
 
 use File::Path qw(make_path remove_tree);
 use HTTP::Tiny;
-use IO::Socket::INET;
 use IPC::Run;
 use JSON::PP;
-use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use Storable qw(retrieve store);
 use Test::More;
 use Time::HiRes qw(time usleep);
 
@@ -56,7 +53,6 @@ plan skip_all => 'no runtime of the example services is installed ('
   . join('; ', map { "$_: $runtime{$_}[1]" } grep { $runtime{$_} } @langs) . ')'
   unless grep { !missing($_) } @langs;
 
-my $pgbouncer = '/usr/sbin/pgbouncer';
 my $POOL = 3;
 
 # Logs, builds and responses, kept after a failure
@@ -76,8 +72,8 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 sub payments_of { return sql("SELECT count(*) FROM payments WHERE idem_key = '$_[0]'"); }
 sub keys_of { return sql("SELECT count(*) FROM idem.keys WHERE key = '$_[0]'"); }
 
-# The services and pgbouncer that run; stopped however the test ends (the
-# forked clients leave with POSIX::_exit and never get here)
+# The services that run; stopped however the test ends (the forked clients
+# leave with POSIX::_exit and never get here)
 my %running;
 my $parent = $$;
 END
@@ -156,28 +152,8 @@ sub post
 sub storm
 {
 	my ($port, $n, $key, $body) = @_;
-	my (@kids, @files);
-	pipe(my $go_r, my $go_w) or die "pipe: $!";
-	for my $i (1 .. $n)
-	{
-		my $file = "$dir/$key-$i";
-		push @files, $file;
-		my $pid = fork() // die "fork: $!";
-		if ($pid == 0)
-		{
-			close $go_w;
-			# wait for the start: the parent closes the pipe
-			my $dummy = <$go_r>;
-			store(post($port, $key, $body), $file);
-			POSIX::_exit(0);
-		}
-		push @kids, $pid;
-	}
-	close $go_r;
-	usleep(200_000);
-	close $go_w;
-	waitpid($_, 0) for @kids;
-	my @res = map { -e $_ ? retrieve($_) : { status => 599, headers => {}, content => '' } } @files;
+	my @res = map { $_ // { status => 599, headers => {}, content => '' } }
+	  fork_storm($n, $dir, sub { post($port, $key, $body) });
 	$silent{$port} = 1 if grep { $_->{status} == 599 } @res;
 	return @res;
 }
@@ -346,44 +322,21 @@ sub pooled
 
 # --- pgbouncer, in transaction pooling with few server connections ----------
 
-my $bouncer_port;
-if (-x $pgbouncer)
+my ($bouncer_port, $bouncer);
+if (-x $PGBOUNCER)
 {
-	# pgbouncer 1.21 and later track named prepared statements when asked;
-	# turned off, as 1.18 is, it shows what the drivers' settings are for
-	my ($major, $minor) = `$pgbouncer --version` =~ /PgBouncer (\d+)\.(\d+)/;
-	$bouncer_port = PostgreSQL::Test::Cluster::get_free_port();
-	append_to_file("$dir/userlist.txt", qq("shop" ""\n));
-	append_to_file(
-		"$dir/pgbouncer.ini", qq([databases]
-postgres = host=@{[ $node->host ]} port=@{[ $node->port ]} dbname=postgres
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $bouncer_port
-unix_socket_dir =
-auth_type = trust
-auth_file = $dir/userlist.txt
-pool_mode = transaction
-default_pool_size = $POOL
-max_client_conn = 100
-; pgjdbc sends it at connection start
-ignore_startup_parameters = extra_float_digits
-; a client still waiting for a server connection after 10 s gets an
-; error: a wedged pool fails the test rather than hangs it
-query_wait_timeout = 10
-logfile = $dir/pgbouncer.log
-pidfile = $dir/pgbouncer.pid
-) . ($major > 1 || $minor >= 21 ? "max_prepared_statements = 0\n" : ''));
-	$running{$bouncer_port} = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
-		'<', '/dev/null', '>>', "$dir/pgbouncer.out", '2>>', "$dir/pgbouncer.out");
-	my $up;
-	for (1 .. 100)
-	{
-		last if $up = IO::Socket::INET->new("127.0.0.1:$bouncer_port");
-		usleep(100_000);
-	}
-	ok($up, 'pgbouncer accepts connections') or diag(slurp_file("$dir/pgbouncer.out"));
+	# it passes named prepared statements through, as 1.18 does: it shows
+	# what the drivers' settings are for
+	($bouncer_port, $bouncer) = idem_pgbouncer(
+		$node, $dir,
+		users => ['shop'],
+		pool_mode => 'transaction',
+		default_pool_size => $POOL,
+		# pgjdbc sends it at connection start
+		ignore_startup_parameters => 'extra_float_digits',
+		# a client still waiting for a server connection after 10 s gets an
+		# error: a wedged pool fails the test rather than hangs it
+		query_wait_timeout => 10);
 }
 
 # --- each service -------------------------------------------------------------
@@ -414,6 +367,6 @@ for my $lang (@langs)
 	}
 }
 
-stop_service($bouncer_port) if $bouncer_port;
+$bouncer->kill_kill if $bouncer;
 $node->stop;
 done_testing();

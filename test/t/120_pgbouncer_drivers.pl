@@ -30,8 +30,7 @@ use FindBin;
 use lib $FindBin::RealBin;
 use IdemTest;
 
-my $pgbouncer = '/usr/sbin/pgbouncer';
-plan skip_all => 'pgbouncer is not installed' unless -x $pgbouncer;
+plan skip_all => 'pgbouncer is not installed' unless -x $PGBOUNCER;
 
 my $drivers = "$FindBin::RealBin/../drivers";
 my $build = PostgreSQL::Test::Utils::tempdir;
@@ -50,37 +49,14 @@ sub sql { return $node->safe_psql('postgres', $_[0]); }
 # own (clash_LANG), as the clash counts on which server connection a client
 # gets: pgbouncer hands out the one released last.
 
-# 1.21 added max_prepared_statements, and 1.22 turned it on by default: off,
-# a later pgbouncer passes named statements through as 1.18 does.
-my ($bouncer_major, $bouncer_minor) = `$pgbouncer --version` =~ /PgBouncer (\d+)\.(\d+)/;
-my $tracks_prepared = $bouncer_major > 1 || ($bouncer_major == 1 && $bouncer_minor >= 21);
-note("PgBouncer $bouncer_major.$bouncer_minor");
-
 my $dir = "${PostgreSQL::Test::Utils::tmp_check}/pgbouncer";
-mkdir $dir;
-my $port = PostgreSQL::Test::Cluster::get_free_port();
-my $backend = 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';
-append_to_file("$dir/userlist.txt", qq("postgres" ""\n));
-append_to_file("$dir/pgbouncer.ini",
-	"[databases]\npostgres = $backend\n"
-	  . join('', map { "clash_$_ = $backend\n" } qw(java python go node))
-	  . qq(
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $port
-unix_socket_dir =
-auth_type = trust
-auth_file = $dir/userlist.txt
-pool_mode = transaction
-default_pool_size = 3
-max_client_conn = 100
-logfile = $dir/pgbouncer.log
-pidfile = $dir/pgbouncer.pid
-admin_users = postgres
-) . ($tracks_prepared ? "max_prepared_statements = 0\n" : ''));
-my $bouncer = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
-	'<', \undef, '>>', "$dir/pgbouncer.out", '2>>', "$dir/pgbouncer.out");
-END { $bouncer->kill_kill if $bouncer; }
+my ($port, $bouncer) = idem_pgbouncer(
+	$node, $dir,
+	users => ['postgres'],
+	databases => [ map { "clash_$_" } qw(java python go node) ],
+	pool_mode => 'transaction',
+	default_pool_size => 3,
+	admin_users => 'postgres');
 
 # pgbouncer's console
 sub console
@@ -88,17 +64,6 @@ sub console
 	return DBI->connect("dbi:Pg:host=127.0.0.1;port=$port;dbname=pgbouncer",
 		'postgres', '', { AutoCommit => 1, RaiseError => 1, PrintError => 0, pg_server_prepare => 0 });
 }
-
-my $ready;
-for (1 .. 100)
-{
-	$ready = eval { console() };
-	last if $ready;
-	usleep(100_000);
-}
-ok($ready, 'pgbouncer accepts connections')
-  or BAIL_OUT('pgbouncer did not start: ' . slurp_file("$dir/pgbouncer.out"));
-$ready->disconnect;
 
 sub url { return "postgresql://postgres\@127.0.0.1:$port/$_[0]"; }
 
@@ -326,6 +291,5 @@ SKIP:
 }
 
 $bouncer->kill_kill;
-$bouncer = undef;
 $node->stop;
 done_testing();

@@ -1,16 +1,27 @@
 # Set-up shared by idem's TAP tests: a started node with idem preloaded, the
-# SQL of sqlstate_of(), which the tests install where they need it, and the
-# check that skips a test whose extension this server lacks.
+# SQL of sqlstate_of(), which the tests install where they need it, the
+# check that skips a test whose extension this server lacks, a pgbouncer in
+# front of a node, and a storm of forked clients that start together.
 package IdemTest;
 
 use strict;
 use warnings;
 
 use Exporter 'import';
+use IO::Socket::INET;
+use IPC::Run;
+use POSIX ();
 use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Storable qw(retrieve store);
 use Test::More;
+use Time::HiRes qw(usleep);
 
-our @EXPORT = qw(idem_node require_extension older_servers $SQLSTATE_OF);
+our @EXPORT = qw(idem_node require_extension older_servers idem_pgbouncer fork_storm
+  $SQLSTATE_OF $PGBOUNCER);
+
+# Debian's pgbouncer: the tests that need it skip without it.
+our $PGBOUNCER = '/usr/sbin/pgbouncer';
 
 # sqlstate_of(q) runs the statement q and returns its SQLSTATE, or ok.
 our $SQLSTATE_OF = q{
@@ -68,6 +79,117 @@ sub require_extension
 	  ? "$name is not installed for this server, built from source ($package is built for Debian's server)"
 	  : "$name is not installed ($package)";
 	return;
+}
+
+# The pgbouncers started, each with the process that started it: stopped
+# however the test ends, by that process only (not by a forked client),
+# keeping the test's exit status.
+my @pgbouncers;
+
+END
+{
+	local $?;
+	$_->[0]->kill_kill for grep { $_->[1] == $$ } @pgbouncers;
+}
+
+# Start pgbouncer in front of the database postgres of $node, listening on
+# 127.0.0.1 only, with its configuration, log and output in $dir; returns
+# its port, once it accepts connections (else the test bails out with its
+# output), and its IPC::Run harness: kill_kill stops it, signal('HUP')
+# reloads $dir/pgbouncer.ini (whose last section is [pgbouncer], for lines
+# appended to it).  %settings: users, the logins it lets in (trust);
+# databases, more pools of that database, each "NAME [OPTION=VALUE ...]";
+# every other key a line of its [pgbouncer] section.  pgbouncer 1.21 added
+# max_prepared_statements (named prepared statements tracked across server
+# connections) and 1.22 turned it on by default: it is off here, so that
+# every version passes named statements through as 1.18 does.
+sub idem_pgbouncer
+{
+	my ($node, $dir, %settings) = @_;
+	my @users = @{ delete $settings{users} };
+	my @databases = ('postgres', @{ delete $settings{databases} // [] });
+	my ($major, $minor) = `$PGBOUNCER --version` =~ /PgBouncer (\d+)\.(\d+)/;
+	note("PgBouncer $major.$minor");
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my $backend = 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';
+	%settings = (
+		listen_addr => '127.0.0.1',
+		listen_port => $port,
+		unix_socket_dir => '',
+		auth_type => 'trust',
+		auth_file => "$dir/userlist.txt",
+		logfile => "$dir/pgbouncer.log",
+		pidfile => "$dir/pgbouncer.pid",
+		($major > 1 || $minor >= 21 ? (max_prepared_statements => 0) : ()),
+		%settings);
+
+	mkdir $dir;
+	# the tests share tmp_check: not what an earlier one wrote there
+	unlink "$dir/userlist.txt", "$dir/pgbouncer.ini";
+	append_to_file("$dir/userlist.txt", join('', map { qq("$_" ""\n) } @users));
+	append_to_file("$dir/pgbouncer.ini",
+		"[databases]\n"
+		  . join('', map { s/^(\S+)/$1 = $backend/r . "\n" } @databases)
+		  . "[pgbouncer]\n"
+		  . join('', map { "$_ = $settings{$_}\n" } sort keys %settings));
+	my $bouncer = IPC::Run::start([ $PGBOUNCER, "$dir/pgbouncer.ini" ],
+		'<', \undef, '>', "$dir/pgbouncer.out", '2>&1');
+	push @pgbouncers, [ $bouncer, $$ ];
+
+	my $up;
+	for (1 .. 100)
+	{
+		last if $up = IO::Socket::INET->new("127.0.0.1:$port");
+		usleep(100_000);
+	}
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	ok($up, 'pgbouncer accepts connections')
+	  or BAIL_OUT('pgbouncer did not start: ' . slurp_file("$dir/pgbouncer.out"));
+	return ($port, $bouncer);
+}
+
+# The storms run so far, which number their files
+my $storms = 0;
+
+# Run $body->($i, $setup->($i)) in $n forked clients, $i from 1 to $n, all
+# starting their bodies together: each runs $setup first, if given (to
+# connect, say), and the bodies start once every client is ready.  Returns
+# what each body returned (passed back in a file in $dir), in order; undef
+# for a client that died, whose error is shown.
+sub fork_storm
+{
+	my ($n, $dir, $body, $setup) = @_;
+	my $storm = ++$storms;
+	pipe(my $ready_r, my $ready_w) or die "pipe: $!";
+	pipe(my $go_r, my $go_w) or die "pipe: $!";
+	my @kids;
+	for my $i (1 .. $n)
+	{
+		my $pid = fork() // die "fork: $!";
+		if ($pid == 0)
+		{
+			close $_ for $ready_r, $go_w;
+			my $ok = eval {
+				my @setup = $setup ? $setup->($i) : ();
+				close $ready_w;
+				# wait for the start: the parent closes the pipe
+				my $dummy = <$go_r>;
+				store([ scalar $body->($i, @setup) ], "$dir/storm-$storm-$i");
+				1;
+			};
+			diag("client $i of the storm: $@") unless $ok;
+			POSIX::_exit($ok ? 0 : 1);
+		}
+		push @kids, $pid;
+	}
+	close $_ for $go_r, $ready_w;
+	# every client has closed its end once it is ready (or has died)
+	my $dummy = <$ready_r>;
+	close $go_w;
+	return map {
+		waitpid($kids[ $_ - 1 ], 0);
+		$? == 0 ? retrieve("$dir/storm-$storm-$_")->[0] : undef;
+	} 1 .. $n;
 }
 
 1;
