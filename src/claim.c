@@ -31,7 +31,10 @@
 #include "utils/timestamp.h"
 
 #include "claim.h"
+#include "claim_memory.h"
 #include "idem.h"
+#include "input.h"
+#include "stats.h"
 #include "store.h"
 
 PG_FUNCTION_INFO_V1(idem_claim);

@@ -7,6 +7,11 @@
 
 #include "idem.h"
 
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+
+#include "stats.h"
+
 /* Columns of idem_claim's result */
 enum
 {

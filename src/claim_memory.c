@@ -80,6 +80,7 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
+#include "claim_memory.h"
 #include "idem.h"
 #include "store.h"
 

@@ -11,7 +11,7 @@
  */
 #include "postgres.h"
 
-#include "idem.h"
+#include "fingerprint.h"
 
 typedef struct IdemCurrency
 {

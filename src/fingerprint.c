@@ -23,7 +23,7 @@
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 
-#include "idem.h"
+#include "fingerprint.h"
 
 /*
  * The canonical text is fed to the hash in pieces of about this size, so a

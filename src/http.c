@@ -35,7 +35,10 @@
 #include "utils/timestamp.h"
 
 #include "claim.h"
+#include "claim_memory.h"
 #include "idem.h"
+#include "input.h"
+#include "stats.h"
 
 PG_FUNCTION_INFO_V1(idem_http_claim);
 

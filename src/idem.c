@@ -14,7 +14,10 @@
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
+#include "claim_memory.h"
 #include "idem.h"
+#include "purge.h"
+#include "stats.h"
 
 PG_MODULE_MAGIC;
 

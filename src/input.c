@@ -17,6 +17,7 @@
 #include "utils/syscache.h"
 
 #include "idem.h"
+#include "input.h"
 
 /* A text argument: not NULL, at most 255 bytes, and not empty if need be */
 static text *

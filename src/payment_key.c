@@ -19,7 +19,8 @@
 #include "utils/fmgrprotos.h"
 #include "utils/numeric.h"
 
-#include "idem.h"
+#include "fingerprint.h"
+#include "input.h"
 
 #define PAYMENT_KEY_PREFIX			"PAY_IDEM_"
 #define MAX_ORDER_ID_CHARS			64

@@ -22,6 +22,9 @@
 #include "utils/snapmgr.h"
 
 #include "idem.h"
+#include "input.h"
+#include "purge.h"
+#include "stats.h"
 #include "store.h"
 
 PG_FUNCTION_INFO_V1(idem_purge);

@@ -50,6 +50,7 @@
 #include "utils/timestamp.h"
 
 #include "idem.h"
+#include "purge.h"
 
 #define IDEM_LAUNCHER_NAME			"idem purge launcher"
 #define IDEM_WORKER_NAME			"idem purge worker"

@@ -34,7 +34,7 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
-#include "idem.h"
+#include "stats.h"
 
 /* Databases with counters at once; doc/operations.md states the limit */
 #define IDEM_STATS_MAX_DATABASES	64

@@ -8,6 +8,8 @@
 #ifndef IDEM_STORE_H
 #define IDEM_STORE_H
 
+#include "idem.h"
+
 #include "access/genam.h"
 #include "access/htup.h"
 #include "access/tableam.h"

@@ -11,12 +11,10 @@
 #ifndef IDEM_VERIFY_H
 #define IDEM_VERIFY_H
 
-#include "postgres.h"
-
-/* the differences between the server versions idem builds against */
-#include "compat.h"
+#include "idem.h"
 
 #include "datatype/timestamp.h"
+#include "fmgr.h"
 #include "utils/jsonb.h"
 
 #include <openssl/evp.h>
@@ -70,64 +68,65 @@ extern Slice idem_verify_secret_arg(FunctionCallInfo fcinfo, int argno);
 extern double idem_verify_tolerance_usecs(const Interval *iv, bool null_skips);
 
 /* Bytes and headers (verify_util.c) */
-extern Slice slice_of_text(text *t);
-extern bool slice_is(Slice s, const char *word);
-extern Slice trim_ows(Slice s);
-extern bool next_element(Slice *rest, char sep, Slice *item);
-extern bool split_pair(Slice item, char sep, Slice *name, Slice *value);
-extern bool find_header(Jsonb *headers, const char *name, Slice *value);
-extern bool parse_unix_seconds(Slice s, int64 *secs);
-extern bool timestamp_acceptable(int64 secs, double tolerance_usecs);
-extern bool decode_hex(Slice s, uint8 *out, size_t outlen);
-extern uint8 *decode_base64(Slice s, size_t *len);
-extern bool decode_b64_mac(Slice s, uint8 *mac);
-extern bool mac_equal(const uint8 *a, const uint8 *b, size_t len);
+extern Slice idem_slice_of_text(text *t);
+extern bool idem_slice_is(Slice s, const char *word);
+extern bool idem_next_element(Slice *rest, char sep, Slice *item);
+extern bool idem_split_pair(Slice item, char sep, Slice *name, Slice *value);
+extern bool idem_find_header(Jsonb *headers, const char *name, Slice *value);
+extern bool idem_parse_unix_seconds(Slice s, int64 *secs);
+extern bool idem_timestamp_acceptable(int64 secs, double tolerance_usecs);
+extern bool idem_decode_hex(Slice s, uint8 *out, size_t outlen);
+extern uint8 *idem_decode_base64(Slice s, size_t *len);
+extern bool idem_decode_b64_mac(Slice s, uint8 *mac);
+extern bool idem_mac_equal(const uint8 *a, const uint8 *b, size_t len);
 
 /*
  * Secrets and OpenSSL objects of one call (verify_util.c).  What a scheme
  * makes from the secret or the request is handed over here; the entry point
  * wipes and frees all of it when the call ends, error or not.
  */
-extern void *verify_secret_alloc(size_t len);
-extern void verify_track(void *object, void (*release) (void *));
-extern void verify_track_pkey(EVP_PKEY *key);
-extern void verify_release_all(void);
+extern void *idem_verify_secret_alloc(size_t len);
+extern void idem_verify_track(void *object, void (*release) (void *));
+extern void idem_verify_track_pkey(EVP_PKEY *key);
+extern void idem_verify_release_all(void);
 
 /*
  * A key prepared to be kept past the call (a webhook source's): what its
  * preparation tracked is taken over, and released when the key is dropped.
  */
 typedef struct VerifyHeld VerifyHeld;
-extern int	verify_tracked_mark(void);
-extern VerifyHeld *verify_hold(int mark);
-extern void verify_held_release(VerifyHeld *held);
+extern int	idem_verify_tracked_mark(void);
+extern VerifyHeld *idem_verify_hold(int mark);
+extern void idem_verify_held_release(VerifyHeld *held);
 
 /* Cryptography, all from OpenSSL's libcrypto (verify_util.c) */
 typedef struct VerifyMacKey VerifyMacKey;
-extern VerifyMacKey *verify_mac_key(const uint8 *key, size_t len);
-extern void verify_mac(const VerifyMacKey *key, const Slice *parts, int nparts,
-					   uint8 *mac);
-extern unsigned int verify_digest(const EVP_MD *md, const Slice *parts,
-								  int nparts, unsigned char *out);
-extern EVP_PKEY *verify_public_key(Slice der);
-extern bool verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
-							 int nparts, const uint8 *sig, size_t siglen);
-extern bool verify_timestamped_macs(const TimestampedMacs *format,
-									const VerifyMacKey *key,
-									const VerifyRequest *req);
+extern VerifyMacKey *idem_verify_mac_key(const uint8 *key, size_t len);
+extern void idem_verify_mac(const VerifyMacKey *key, const Slice *parts,
+							int nparts, uint8 *mac);
+extern unsigned int idem_verify_digest(const EVP_MD *md, const Slice *parts,
+									   int nparts, unsigned char *out);
+extern EVP_PKEY *idem_verify_public_key(Slice der);
+extern bool idem_verify_signature(EVP_PKEY *key, const EVP_MD *md,
+								  const Slice *parts, int nparts,
+								  const uint8 *sig, size_t siglen);
+extern bool idem_verify_timestamped_macs(const TimestampedMacs *format,
+										 const VerifyMacKey *key,
+										 const VerifyRequest *req);
 
 /* HMAC-SHA256 schemes with a shared secret (verify_hmac.c) */
-extern void *github_prepare(Slice secret);
-extern void *shopify_prepare(Slice secret);
-extern void *razorpay_prepare(Slice secret);
-extern void *checkout_prepare(Slice secret);
-extern bool body_mac_verify(void *key, const VerifyRequest *req);
-extern void *paddle_prepare(Slice secret);
-extern bool paddle_verify(void *key, const VerifyRequest *req);
-extern void *adyen_prepare(Slice secret);
-extern bool adyen_verify(void *key, const VerifyRequest *req);
-extern bool adyen_event_id(Slice payload, Slice *id);
-extern bool json_member_string(Slice json, const char *name, Slice *value);
+extern void *idem_github_prepare(Slice secret);
+extern void *idem_shopify_prepare(Slice secret);
+extern void *idem_razorpay_prepare(Slice secret);
+extern void *idem_checkout_prepare(Slice secret);
+extern bool idem_body_mac_verify(void *key, const VerifyRequest *req);
+extern void *idem_paddle_prepare(Slice secret);
+extern bool idem_paddle_verify(void *key, const VerifyRequest *req);
+extern void *idem_adyen_prepare(Slice secret);
+extern bool idem_adyen_verify(void *key, const VerifyRequest *req);
+extern bool idem_adyen_event_id(Slice payload, Slice *id);
+extern bool idem_json_member_string(Slice json, const char *name,
+									Slice *value);
 
 /*
  * PEM (verify_util.c): the blocks of a text and the objects they hold,
@@ -148,9 +147,10 @@ typedef struct VerifyPemBlock
 	EVP_PKEY   *key;			/* a PUBLIC KEY or RSA PUBLIC KEY block's key */
 } VerifyPemBlock;
 
-extern VerifyPemStatus verify_pem_next(Slice *rest, VerifyPemBlock *block);
-extern STACK_OF(X509) *verify_pem_certificates(Slice text);
-extern void verify_track_certificate(X509 *cert);
+extern VerifyPemStatus idem_verify_pem_next(Slice *rest,
+											VerifyPemBlock *block);
+extern STACK_OF(X509) *idem_verify_pem_certificates(Slice text);
+extern void idem_verify_track_certificate(X509 *cert);
 
 /*
  * Forms (verify_util.c): application/x-www-form-urlencoded bodies, as the
@@ -170,20 +170,20 @@ typedef struct Form
 	bool		literal_non_ascii;	/* bytes above 0x7F not %-encoded */
 } Form;
 
-extern bool form_decode(Slice body, int encoding, Form *form);
-extern bool form_decode_charset(Slice body, const char *charset_param, Form *form);
-extern bool form_get(const Form *form, const char *name, Slice *value);
-extern Slice form_signed_string(const Form *form, const char *const *skip,
-								bool skip_empty);
+extern bool idem_form_decode_charset(Slice body, const char *charset_param,
+									 Form *form);
+extern bool idem_form_get(const Form *form, const char *name, Slice *value);
+extern Slice idem_form_signed_string(const Form *form, const char *const *skip,
+									 bool skip_empty);
 
 /* Schemes of the form-based gateways, Alipay and UnionPay (verify_form.c) */
-extern void *alipay_prepare(Slice secret);
-extern bool alipay_verify(void *key, const VerifyRequest *req);
-extern void *unionpay_prepare(Slice secret);
-extern bool unionpay_verify(void *key, const VerifyRequest *req);
+extern void *idem_alipay_prepare(Slice secret);
+extern bool idem_alipay_verify(void *key, const VerifyRequest *req);
+extern void *idem_unionpay_prepare(Slice secret);
+extern bool idem_unionpay_verify(void *key, const VerifyRequest *req);
 
 /* WeChat Pay (verify_wechatpay.c) */
-extern void *wechatpay_prepare(Slice secret);
-extern bool wechatpay_verify(void *key, const VerifyRequest *req);
+extern void *idem_wechatpay_prepare(Slice secret);
+extern bool idem_wechatpay_verify(void *key, const VerifyRequest *req);
 
 #endif							/* IDEM_VERIFY_H */

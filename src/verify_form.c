@@ -58,7 +58,7 @@ alipay_bad_secret(const char *detail, const char *hint)
 			 hint ? errhint("%s", hint) : 0));
 }
 
-/* Release the keys of an AlipayKey (for verify_track) */
+/* Release the keys of an AlipayKey (for idem_verify_track) */
 static void
 alipay_release_keys(void *p)
 {
@@ -108,21 +108,21 @@ pem_block_count(Slice text)
  * breaks included) anywhere being ignored.  Every key must be RSA.
  */
 void *
-alipay_prepare(Slice secret)
+idem_alipay_prepare(Slice secret)
 {
 	AlipayKey  *key = palloc0(sizeof(AlipayKey));
 	int			nblocks = pem_block_count(secret);
 
 	/* room for a key a block, and so no allocation between parsing and keeping */
 	key->keys = palloc(Max(nblocks, 1) * sizeof(EVP_PKEY *));
-	verify_track(key, alipay_release_keys);
+	idem_verify_track(key, alipay_release_keys);
 	if (nblocks > 0)
 	{
 		Slice		rest = secret;
 		VerifyPemBlock block;
 		VerifyPemStatus status;
 
-		while ((status = verify_pem_next(&rest, &block)) == VERIFY_PEM_BLOCK)
+		while ((status = idem_verify_pem_next(&rest, &block)) == VERIFY_PEM_BLOCK)
 		{
 			if (block.cert != NULL)
 			{
@@ -155,18 +155,18 @@ alipay_prepare(Slice secret)
 			if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
 				b64[compact.len++] = c;
 		}
-		der = decode_base64(compact, &derlen);
+		der = idem_decode_base64(compact, &derlen);
 		if (der != NULL)
 		{
 			Slice		spki = {(const char *) der, derlen};
 
-			pkey = verify_public_key(spki);
+			pkey = idem_verify_public_key(spki);
 		}
 		pfree(b64);
 		if (pkey == NULL)
 			alipay_bad_secret("An \"alipay\" secret is Alipay's public key: PEM (\"-----BEGIN PUBLIC KEY-----\"), or the bare base64 the Alipay console shows.",
 							  "Copy the key again, whole; line breaks and spaces in it do not matter.");
-		EVP_PKEY_up_ref(pkey);	/* verify_public_key tracks one reference */
+		EVP_PKEY_up_ref(pkey);	/* idem_verify_public_key tracks one reference */
 		alipay_add_key(key, pkey);
 	}
 	return key;
@@ -180,7 +180,7 @@ alipay_prepare(Slice secret)
  * by name, "k=v" joined by "&", in the form's charset.  Any key may match.
  */
 bool
-alipay_verify(void *k, const VerifyRequest *req)
+idem_alipay_verify(void *k, const VerifyRequest *req)
 {
 	static const char *const skip[] = {"sign", "sign_type", NULL};
 	AlipayKey  *key = k;
@@ -193,23 +193,23 @@ alipay_verify(void *k, const VerifyRequest *req)
 	Slice		content;
 	bool		matched = false;
 
-	if (!form_decode_charset(req->payload, "charset", &form))
+	if (!idem_form_decode_charset(req->payload, "charset", &form))
 		return false;
-	if (!form_get(&form, "sign", &sign) || !form_get(&form, "sign_type", &sign_type))
+	if (!idem_form_get(&form, "sign", &sign) || !idem_form_get(&form, "sign_type", &sign_type))
 		return false;
-	if (slice_is(sign_type, ALIPAY_SIGN_TYPE_RSA2))
+	if (idem_slice_is(sign_type, ALIPAY_SIGN_TYPE_RSA2))
 		md = EVP_sha256();
-	else if (slice_is(sign_type, ALIPAY_SIGN_TYPE_RSA))
+	else if (idem_slice_is(sign_type, ALIPAY_SIGN_TYPE_RSA))
 		md = EVP_sha1();
 	else
 		return false;
-	sig = decode_base64(sign, &siglen);
+	sig = idem_decode_base64(sign, &siglen);
 	if (sig == NULL)
 		return false;
 
-	content = form_signed_string(&form, skip, true);
+	content = idem_form_signed_string(&form, skip, true);
 	for (int i = 0; i < key->nkeys; i++)
-		matched |= verify_signature(key->keys[i], md, &content, 1, sig, siglen);
+		matched |= idem_verify_signature(key->keys[i], md, &content, 1, sig, siglen);
 	return matched;
 }
 
@@ -217,14 +217,14 @@ alipay_verify(void *k, const VerifyRequest *req)
 #define UNIONPAY_SECRET_HINT \
 	"Use UnionPay's root and intermediate certificates (the SDK's acp_prod_root.cer and acp_prod_middle.cer), in PEM."
 
-/* Release an X509_STORE (for verify_track) */
+/* Release an X509_STORE (for idem_verify_track) */
 static void
 release_store(void *p)
 {
 	X509_STORE_free((X509_STORE *) p);
 }
 
-/* Release a stack of certificates without the certificates (for verify_track) */
+/* Release a stack of certificates without the certificates (for idem_verify_track) */
 static void
 release_stack(void *p)
 {
@@ -237,10 +237,10 @@ release_stack(void *p)
  * others intermediates a chain may go through; at least one root.
  */
 void *
-unionpay_prepare(Slice secret)
+idem_unionpay_prepare(Slice secret)
 {
 	UnionpayKey *key = palloc0(sizeof(UnionpayKey));
-	STACK_OF(X509) *certs = verify_pem_certificates(secret);
+	STACK_OF(X509) *certs = idem_verify_pem_certificates(secret);
 	int			nroots = 0;
 
 	if (certs == NULL)
@@ -254,13 +254,13 @@ unionpay_prepare(Slice secret)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
-	verify_track(key->roots, release_store);
+	idem_verify_track(key->roots, release_store);
 	key->intermediates = sk_X509_new_null();
 	if (key->intermediates == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
-	verify_track(key->intermediates, release_stack);
+	idem_verify_track(key->intermediates, release_stack);
 
 	for (int i = 0; i < sk_X509_num(certs); i++)
 	{
@@ -363,7 +363,7 @@ unionpay_certificate_trusted(UnionpayKey *key, X509 *cert)
  * false.
  */
 bool
-unionpay_verify(void *k, const VerifyRequest *req)
+idem_unionpay_verify(void *k, const VerifyRequest *req)
 {
 	static const char *const skip[] = {"signature", NULL};
 	UnionpayKey *key = k;
@@ -382,19 +382,19 @@ unionpay_verify(void *k, const VerifyRequest *req)
 	char		hex[2 * EVP_MAX_MD_SIZE];
 	Slice		signed_hex;
 
-	if (!form_decode_charset(req->payload, "encoding", &form))
+	if (!idem_form_decode_charset(req->payload, "encoding", &form))
 		return false;
-	if (!form_get(&form, "version", &value) || !slice_is(value, UNIONPAY_VERSION) ||
-		!form_get(&form, "signMethod", &value) || !slice_is(value, UNIONPAY_SIGN_METHOD) ||
-		!form_get(&form, "signature", &signature) ||
-		!form_get(&form, "signPubKeyCert", &pem))
+	if (!idem_form_get(&form, "version", &value) || !idem_slice_is(value, UNIONPAY_VERSION) ||
+		!idem_form_get(&form, "signMethod", &value) || !idem_slice_is(value, UNIONPAY_SIGN_METHOD) ||
+		!idem_form_get(&form, "signature", &signature) ||
+		!idem_form_get(&form, "signPubKeyCert", &pem))
 		return false;
-	sig = decode_base64(signature, &siglen);
+	sig = idem_decode_base64(signature, &siglen);
 	if (sig == NULL)
 		return false;
 
 	/* exactly one certificate, UnionPay's */
-	certs = verify_pem_certificates(pem);
+	certs = idem_verify_pem_certificates(pem);
 	if (certs == NULL || sk_X509_num(certs) != 1)
 		return false;
 	cert = sk_X509_value(certs, 0);
@@ -404,8 +404,8 @@ unionpay_verify(void *k, const VerifyRequest *req)
 	if (pkey == NULL || !EVP_PKEY_is_a(pkey, "RSA"))
 		return false;
 
-	content = form_signed_string(&form, skip, false);
-	digestlen = verify_digest(EVP_sha256(), &content, 1, digest);
+	content = idem_form_signed_string(&form, skip, false);
+	digestlen = idem_verify_digest(EVP_sha256(), &content, 1, digest);
 	if (digestlen == 0)
 		return false;
 	for (unsigned int i = 0; i < digestlen; i++)
@@ -415,5 +415,5 @@ unionpay_verify(void *k, const VerifyRequest *req)
 	}
 	signed_hex.data = hex;
 	signed_hex.len = 2 * digestlen;
-	return verify_signature(pkey, EVP_sha256(), &signed_hex, 1, sig, siglen);
+	return idem_verify_signature(pkey, EVP_sha256(), &signed_hex, 1, sig, siglen);
 }

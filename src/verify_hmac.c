@@ -7,8 +7,8 @@
  *		Adyen, whose notification items carry the MAC of some of their
  *		fields inside them.
  *
- * The MAC is computed with OpenSSL's libcrypto (verify_mac) and compared
- * in constant time (mac_equal).  As everywhere in idem_webhook_verify,
+ * The MAC is computed with OpenSSL's libcrypto (idem_verify_mac) and compared
+ * in constant time (idem_mac_equal).  As everywhere in idem_webhook_verify,
  * anything wrong with the request is false, never an error.
  */
 #include "postgres.h"
@@ -62,35 +62,35 @@ body_mac_key(Slice secret, const BodyMacFormat *format)
 {
 	BodyMacKey *key = palloc(sizeof(BodyMacKey));
 
-	key->mac = verify_mac_key((const uint8 *) secret.data, secret.len);
+	key->mac = idem_verify_mac_key((const uint8 *) secret.data, secret.len);
 	key->format = format;
 	return key;
 }
 
 /* GitHub's webhook secret */
 void *
-github_prepare(Slice secret)
+idem_github_prepare(Slice secret)
 {
 	return body_mac_key(secret, &github_format);
 }
 
 /* Shopify's app client secret */
 void *
-shopify_prepare(Slice secret)
+idem_shopify_prepare(Slice secret)
 {
 	return body_mac_key(secret, &shopify_format);
 }
 
 /* Razorpay's webhook secret */
 void *
-razorpay_prepare(Slice secret)
+idem_razorpay_prepare(Slice secret)
 {
 	return body_mac_key(secret, &razorpay_format);
 }
 
 /* Checkout.com's signature key */
 void *
-checkout_prepare(Slice secret)
+idem_checkout_prepare(Slice secret)
 {
 	return body_mac_key(secret, &checkout_format);
 }
@@ -101,7 +101,7 @@ checkout_prepare(Slice secret)
  * the scheme's encoding.  One header, one MAC: these senders have no list.
  */
 bool
-body_mac_verify(void *k, const VerifyRequest *req)
+idem_body_mac_verify(void *k, const VerifyRequest *req)
 {
 	BodyMacKey *key = k;
 	size_t		prefix_len = strlen(key->format->prefix);
@@ -111,7 +111,7 @@ body_mac_verify(void *k, const VerifyRequest *req)
 	bool		decoded;
 	bool		matched;
 
-	if (!find_header(req->headers, key->format->header, &value))
+	if (!idem_find_header(req->headers, key->format->header, &value))
 		return false;
 	if (value.len < prefix_len ||
 		memcmp(value.data, key->format->prefix, prefix_len) != 0)
@@ -119,23 +119,23 @@ body_mac_verify(void *k, const VerifyRequest *req)
 	value.data += prefix_len;
 	value.len -= prefix_len;
 	if (key->format->encoding == MAC_HEX)
-		decoded = decode_hex(value, given, VERIFY_MAC_LEN);
+		decoded = idem_decode_hex(value, given, VERIFY_MAC_LEN);
 	else
-		decoded = decode_b64_mac(value, given);
+		decoded = idem_decode_b64_mac(value, given);
 	if (!decoded)
 		return false;
 
-	verify_mac(key->mac, &req->payload, 1, expected);
-	matched = mac_equal(expected, given, VERIFY_MAC_LEN);
+	idem_verify_mac(key->mac, &req->payload, 1, expected);
+	matched = idem_mac_equal(expected, given, VERIFY_MAC_LEN);
 	explicit_bzero(expected, sizeof(expected));
 	return matched;
 }
 
 /* Paddle Billing keys its HMAC with the endpoint secret key as given */
 void *
-paddle_prepare(Slice secret)
+idem_paddle_prepare(Slice secret)
 {
-	return verify_mac_key((const uint8 *) secret.data, secret.len);
+	return idem_verify_mac_key((const uint8 *) secret.data, secret.len);
 }
 
 /*
@@ -144,11 +144,11 @@ paddle_prepare(Slice secret)
  * one h1 per active secret.  Stripe's shape with other names.
  */
 bool
-paddle_verify(void *key, const VerifyRequest *req)
+idem_paddle_verify(void *key, const VerifyRequest *req)
 {
 	static const TimestampedMacs format = {"paddle-signature", ';', "ts", "h1", ":"};
 
-	return verify_timestamped_macs(&format, key, req);
+	return idem_verify_timestamped_macs(&format, key, req);
 }
 
 /*
@@ -430,7 +430,7 @@ json_safe_to_parse(Slice json, int max_depth)
 
 				/* \u0000 to \u007F are ASCII: any other is not */
 				if (!utf8 && json.data[i + 1] == 'u' && i + 5 < json.len &&
-					(!decode_hex(hex, code, 2) || code[0] != 0 || code[1] > 0x7F))
+					(!idem_decode_hex(hex, code, 2) || code[0] != 0 || code[1] > 0x7F))
 					return false;
 				i++;
 			}
@@ -486,7 +486,7 @@ adyen_parse(Slice payload, AdyenParse *p)
 	return json_parse_quietly(payload, &sem);
 }
 
-/* The search of json_member_string: one member of the root object */
+/* The search of idem_json_member_string: one member of the root object */
 typedef struct MemberSearch
 {
 	int			depth;			/* first, for json_container_end */
@@ -636,7 +636,7 @@ json_plain_number(const char **p, const char *end)
 }
 
 /*
- * json_member_string's common case, without the server's parser: JSON of
+ * idem_json_member_string's common case, without the server's parser: JSON of
  * printable ASCII without a backslash (so no escapes, and nothing the
  * encoding or the parser could object to), nested at most ADYEN_MAX_DEPTH
  * deep, well formed as RFC 8259 says, whose root object has the member
@@ -754,7 +754,7 @@ json_member_fast(Slice json, const char *name, Slice *value)
  * or the member is absent, given twice or not a string
  */
 bool
-json_member_string(Slice json, const char *name, Slice *value)
+idem_json_member_string(Slice json, const char *name, Slice *value)
 {
 	MemberSearch m;
 	JsonSemAction sem;
@@ -824,7 +824,7 @@ adyen_item(const AdyenParse *p)
  * of the three
  */
 bool
-adyen_event_id(Slice payload, Slice *id)
+idem_adyen_event_id(Slice payload, Slice *id)
 {
 	static const AdyenField fields[] = {ADYEN_PSP_REFERENCE, ADYEN_EVENT_CODE, ADYEN_SUCCESS};
 	AdyenParse	parse;
@@ -852,19 +852,19 @@ adyen_event_id(Slice payload, Slice *id)
  * with the bytes it spells
  */
 void *
-adyen_prepare(Slice secret)
+idem_adyen_prepare(Slice secret)
 {
 	size_t		len = secret.len / 2;
-	uint8	   *bytes = verify_secret_alloc(Max(len, 1));
+	uint8	   *bytes = idem_verify_secret_alloc(Max(len, 1));
 
 	/* exactly two digits a byte: an odd count is refused too */
-	if (!decode_hex(secret, bytes, len))
+	if (!idem_decode_hex(secret, bytes, len))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("webhook secret is not a hexadecimal key"),
 				 errdetail("An HMAC key of the \"adyen\" scheme is an even number of hexadecimal digits, as Adyen's Customer Area shows it."),
 				 errhint("Check for stray whitespace or a truncated key.")));
-	return verify_mac_key(bytes, len);
+	return idem_verify_mac_key(bytes, len);
 }
 
 /*
@@ -879,7 +879,7 @@ adyen_prepare(Slice secret)
  * Anything that is not such an item, bad JSON included, is false.
  */
 bool
-adyen_verify(void *k, const VerifyRequest *req)
+idem_adyen_verify(void *k, const VerifyRequest *req)
 {
 	VerifyMacKey *key = k;
 	AdyenParse	parse;
@@ -894,7 +894,7 @@ adyen_verify(void *k, const VerifyRequest *req)
 		return false;
 	signature.data = item[ADYEN_SIGNATURE].text;
 	signature.len = strlen(signature.data);
-	if (!decode_b64_mac(signature, given))
+	if (!idem_decode_b64_mac(signature, given))
 		return false;
 
 	for (int f = 0; f < ADYEN_SIGNED; f++)
@@ -909,8 +909,8 @@ adyen_verify(void *k, const VerifyRequest *req)
 		parts[2 * f].data = text;
 		parts[2 * f].len = strlen(text);
 	}
-	verify_mac(key, parts, lengthof(parts), expected);
-	matched = mac_equal(expected, given, VERIFY_MAC_LEN);
+	idem_verify_mac(key, parts, lengthof(parts), expected);
+	matched = idem_mac_equal(expected, given, VERIFY_MAC_LEN);
 	explicit_bzero(expected, sizeof(expected));
 	return matched;
 }

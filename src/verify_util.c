@@ -64,7 +64,7 @@ clear_openssl_errors(void)
 
 /* The bytes of a text datum */
 Slice
-slice_of_text(text *t)
+idem_slice_of_text(text *t)
 {
 	Slice		s;
 
@@ -75,7 +75,7 @@ slice_of_text(text *t)
 
 /* Is the slice exactly the given ASCII word? */
 bool
-slice_is(Slice s, const char *word)
+idem_slice_is(Slice s, const char *word)
 {
 	size_t		len = strlen(word);
 
@@ -106,7 +106,7 @@ header_name_equal(const char *a, size_t alen, const char *b)
 }
 
 /* Drop HTTP optional whitespace (spaces, tabs) at both ends */
-Slice
+static Slice
 trim_ows(Slice s)
 {
 	while (s.len > 0 && (s.data[0] == ' ' || s.data[0] == '\t'))
@@ -125,7 +125,7 @@ trim_ows(Slice s)
  * them, so doubled separators are harmless.
  */
 bool
-next_element(Slice *rest, char sep, Slice *item)
+idem_next_element(Slice *rest, char sep, Slice *item)
 {
 	const char *p;
 
@@ -152,7 +152,7 @@ next_element(Slice *rest, char sep, Slice *item)
 
 /* Split "name<sep>value" at the first sep, both sides trimmed; false without sep */
 bool
-split_pair(Slice item, char sep, Slice *name, Slice *value)
+idem_split_pair(Slice item, char sep, Slice *name, Slice *value)
 {
 	const char *p = memchr(item.data, sep, item.len);
 
@@ -178,7 +178,7 @@ split_pair(Slice item, char sep, Slice *name, Slice *value)
  * signature lists trim their own entries.
  */
 bool
-find_header(Jsonb *headers, const char *name, Slice *value)
+idem_find_header(Jsonb *headers, const char *name, Slice *value)
 {
 	JsonbIterator *it;
 	JsonbValue	v;
@@ -214,7 +214,7 @@ find_header(Jsonb *headers, const char *name, Slice *value)
 
 /* Unix seconds written as plain decimal digits, up to year 9999 */
 bool
-parse_unix_seconds(Slice s, int64 *secs)
+idem_parse_unix_seconds(Slice s, int64 *secs)
 {
 	int64		result = 0;
 
@@ -239,7 +239,7 @@ parse_unix_seconds(Slice s, int64 *secs)
  * timestamp range.
  */
 bool
-timestamp_acceptable(int64 secs, double tolerance_usecs)
+idem_timestamp_acceptable(int64 secs, double tolerance_usecs)
 {
 	int64		now_unix_usecs;
 	int64		diff;
@@ -269,7 +269,7 @@ hex_value(char c)
 
 /* Exactly 2 * outlen hex digits into out; anything else is false */
 bool
-decode_hex(Slice s, uint8 *out, size_t outlen)
+idem_decode_hex(Slice s, uint8 *out, size_t outlen)
 {
 	if (s.len != outlen * 2)
 		return false;
@@ -356,14 +356,14 @@ base64_decode_canonical(Slice text, uint8 *out)
  * call ends (it may be a key); NULL if s is empty or not exactly that.
  */
 uint8 *
-decode_base64(Slice s, size_t *len)
+idem_decode_base64(Slice s, size_t *len)
 {
 	uint8	   *out;
 	ssize_t		n;
 
 	if (s.len == 0 || s.len % 4 != 0 || s.len > MaxAllocSize)
 		return NULL;
-	out = verify_secret_alloc(s.len / 4 * 3);
+	out = idem_verify_secret_alloc(s.len / 4 * 3);
 	n = base64_decode_canonical(s, out);
 	if (n <= 0)
 		return NULL;
@@ -373,7 +373,7 @@ decode_base64(Slice s, size_t *len)
 
 /* Exactly the canonical padded base64 of a 32-byte MAC */
 bool
-decode_b64_mac(Slice s, uint8 *mac)
+idem_decode_b64_mac(Slice s, uint8 *mac)
 {
 	uint8		buf[VERIFY_MAC_LEN + 1];
 
@@ -385,12 +385,12 @@ decode_b64_mac(Slice s, uint8 *mac)
 
 /* Compare two MACs in time independent of where they differ */
 bool
-mac_equal(const uint8 *a, const uint8 *b, size_t len)
+idem_mac_equal(const uint8 *a, const uint8 *b, size_t len)
 {
 	return CRYPTO_memcmp(a, b, len) == 0;
 }
 
-/* Track an object for verify_release_all; an error if too many */
+/* Track an object for idem_verify_release_all; an error if too many */
 static void
 track(void *object, void (*release) (void *), size_t wipe_len)
 {
@@ -413,7 +413,7 @@ track(void *object, void (*release) (void *), size_t wipe_len)
 
 /* Memory for a secret (or what is derived from one), wiped when the call ends */
 void *
-verify_secret_alloc(size_t len)
+idem_verify_secret_alloc(size_t len)
 {
 	void	   *p = palloc0(len);
 
@@ -423,32 +423,32 @@ verify_secret_alloc(size_t len)
 
 /* Free an OpenSSL object (or run release on anything) when the call ends */
 void
-verify_track(void *object, void (*release) (void *))
+idem_verify_track(void *object, void (*release) (void *))
 {
 	track(object, release, 0);
 }
 
-/* What verify_hold took over from the call */
+/* What idem_verify_hold took over from the call */
 struct VerifyHeld
 {
 	int			n;
 	Tracked		items[FLEXIBLE_ARRAY_MEMBER];
 };
 
-/* A mark of what the call tracks now, for verify_hold */
+/* A mark of what the call tracks now, for idem_verify_hold */
 int
-verify_tracked_mark(void)
+idem_verify_tracked_mark(void)
 {
 	return ntracked;
 }
 
 /*
  * Take over what was tracked since mark (a key prepared to be kept past
- * the call): the call's end no longer releases it, verify_held_release
+ * the call): the call's end no longer releases it, idem_verify_held_release
  * does.  The list is allocated in the current memory context.
  */
 VerifyHeld *
-verify_hold(int mark)
+idem_verify_hold(int mark)
 {
 	int			n = ntracked - mark;
 	VerifyHeld *held = palloc(offsetof(VerifyHeld, items) + n * sizeof(Tracked));
@@ -479,9 +479,9 @@ release_tracked(Tracked *items, int *n)
 	clear_openssl_errors();
 }
 
-/* Wipe and free what verify_hold took over, newest first */
+/* Wipe and free what idem_verify_hold took over, newest first */
 void
-verify_held_release(VerifyHeld *held)
+idem_verify_held_release(VerifyHeld *held)
 {
 	release_tracked(held->items, &held->n);
 }
@@ -491,18 +491,18 @@ verify_held_release(VerifyHeld *held)
  * the entry point calls it whether the call returns or raises an error
  */
 void
-verify_release_all(void)
+idem_verify_release_all(void)
 {
 	release_tracked(tracked, &ntracked);
 }
 
-/* An HMAC-SHA256 key, set up in OpenSSL (verify_mac_key) */
+/* An HMAC-SHA256 key, set up in OpenSSL (idem_verify_mac_key) */
 struct VerifyMacKey
 {
 	EVP_MAC_CTX *ctx;			/* holds the key's state; reset for each MAC */
 };
 
-/* Free an EVP_MAC_CTX, which wipes its key (for verify_track) */
+/* Free an EVP_MAC_CTX, which wipes its key (for idem_verify_track) */
 static void
 release_mac(void *p)
 {
@@ -522,11 +522,11 @@ mac_failed(void)
 /*
  * An HMAC-SHA256 key set up from its bytes, freed and wiped when the call
  * ends.  OpenSSL hashes the key's pads once, here; each MAC then starts
- * from that state (verify_mac), which costs half of setting up a new one.
+ * from that state (idem_verify_mac), which costs half of setting up a new one.
  * HMAC is fetched from its provider once per backend.
  */
 VerifyMacKey *
-verify_mac_key(const uint8 *key, size_t len)
+idem_verify_mac_key(const uint8 *key, size_t len)
 {
 	static EVP_MAC *hmac = NULL;
 	VerifyMacKey *mk = palloc(sizeof(VerifyMacKey));
@@ -539,7 +539,7 @@ verify_mac_key(const uint8 *key, size_t len)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
-	verify_track(mk->ctx, release_mac);
+	idem_verify_track(mk->ctx, release_mac);
 	params[0] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0);
 	params[1] = OSSL_PARAM_construct_end();
 	/* a NULL key would mean "the key set before" */
@@ -550,7 +550,8 @@ verify_mac_key(const uint8 *key, size_t len)
 
 /* HMAC-SHA256 of the concatenated parts under key, into mac */
 void
-verify_mac(const VerifyMacKey *key, const Slice *parts, int nparts, uint8 *mac)
+idem_verify_mac(const VerifyMacKey *key, const Slice *parts, int nparts,
+				uint8 *mac)
 {
 	size_t		len = 0;
 	bool		ok = EVP_MAC_init(key->ctx, NULL, 0, NULL) == 1;
@@ -562,7 +563,7 @@ verify_mac(const VerifyMacKey *key, const Slice *parts, int nparts, uint8 *mac)
 		mac_failed();
 }
 
-/* Release an EVP_PKEY (for verify_track) */
+/* Release an EVP_PKEY (for idem_verify_track) */
 static void
 release_pkey(void *p)
 {
@@ -571,9 +572,9 @@ release_pkey(void *p)
 
 /* Free a public key when the call ends */
 void
-verify_track_pkey(EVP_PKEY *key)
+idem_verify_track_pkey(EVP_PKEY *key)
 {
-	verify_track(key, release_pkey);
+	idem_verify_track(key, release_pkey);
 }
 
 /*
@@ -673,7 +674,7 @@ typedef struct CachedObject
 	char	   *bytes;			/* what it was read from, in TopMemoryContext */
 	uint64		used;			/* when it was last used, to evict the oldest */
 	EVP_PKEY_CTX *verifier;		/* set up to verify with the RSA key and ... */
-	int			verifier_md;	/* ... this digest, for verify_signature */
+	int			verifier_md;	/* ... this digest, for idem_verify_signature */
 } CachedObject;
 
 static CachedObject der_cache[VERIFY_CACHE_ENTRIES];
@@ -813,7 +814,7 @@ der_object(DerKind kind, const unsigned char *der, long len)
  * ends; NULL if they are not exactly one
  */
 EVP_PKEY *
-verify_public_key(Slice der)
+idem_verify_public_key(Slice der)
 {
 	EVP_PKEY   *key;
 
@@ -821,11 +822,11 @@ verify_public_key(Slice der)
 		return NULL;
 	key = der_object(DER_SPKI, (const unsigned char *) der.data, (long) der.len);
 	if (key != NULL)
-		verify_track_pkey(key);
+		idem_verify_track_pkey(key);
 	return key;
 }
 
-/* Release an X509 (for verify_track) */
+/* Release an X509 (for idem_verify_track) */
 static void
 release_x509(void *p)
 {
@@ -938,7 +939,7 @@ pem_block_extent(const char *begin, size_t len)
  * memory.
  */
 VerifyPemStatus
-verify_pem_next(Slice *rest, VerifyPemBlock *block)
+idem_verify_pem_next(Slice *rest, VerifyPemBlock *block)
 {
 	const char *begin = find_line_start(*rest, "-----BEGIN ");
 	size_t		len;
@@ -1094,7 +1095,8 @@ rsa_verifier(EVP_PKEY *key, const EVP_MD *md, bool *new_ctx)
  * made, or a digest fetched, for every call costs a tenth of an RSA check.
  */
 unsigned int
-verify_digest(const EVP_MD *md, const Slice *parts, int nparts, unsigned char *out)
+idem_verify_digest(const EVP_MD *md, const Slice *parts, int nparts,
+				   unsigned char *out)
 {
 	static EVP_MD_CTX *ctx = NULL;
 	static EVP_MD *fetched[2] = {NULL, NULL};
@@ -1128,8 +1130,8 @@ verify_digest(const EVP_MD *md, const Slice *parts, int nparts, unsigned char *o
  * context is made once.
  */
 bool
-verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
-				 int nparts, const uint8 *sig, size_t siglen)
+idem_verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
+					  int nparts, const uint8 *sig, size_t siglen)
 {
 	char	   *msg = NULL;
 	size_t		len = 0;
@@ -1139,7 +1141,7 @@ verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 	if (md != NULL && EVP_PKEY_get_base_id(key) == EVP_PKEY_RSA)
 	{
 		unsigned char dgst[EVP_MAX_MD_SIZE];
-		unsigned int dlen = verify_digest(md, parts, nparts, dgst);
+		unsigned int dlen = idem_verify_digest(md, parts, nparts, dgst);
 		bool		new_ctx;
 		EVP_PKEY_CTX *pctx = dlen > 0 ? rsa_verifier(key, md, &new_ctx) : NULL;
 
@@ -1185,7 +1187,7 @@ verify_signature(EVP_PKEY *key, const EVP_MD *md, const Slice *parts,
 	return ok;
 }
 
-/* Release a stack of certificates and the certificates (for verify_track) */
+/* Release a stack of certificates and the certificates (for idem_verify_track) */
 static void
 release_certificates(void *p)
 {
@@ -1198,7 +1200,7 @@ release_certificates(void *p)
  * outside the blocks is ignored, as RFC 7468 says.
  */
 STACK_OF(X509) *
-verify_pem_certificates(Slice text)
+idem_verify_pem_certificates(Slice text)
 {
 	STACK_OF(X509) *certs = sk_X509_new_null();
 	Slice		rest = text;
@@ -1209,8 +1211,8 @@ verify_pem_certificates(Slice text)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
-	verify_track(certs, release_certificates);
-	while ((status = verify_pem_next(&rest, &block)) == VERIFY_PEM_BLOCK)
+	idem_verify_track(certs, release_certificates);
+	while ((status = idem_verify_pem_next(&rest, &block)) == VERIFY_PEM_BLOCK)
 	{
 		if (block.key != NULL)
 			EVP_PKEY_free(block.key);
@@ -1231,9 +1233,9 @@ verify_pem_certificates(Slice text)
 
 /* Free a certificate when the call ends */
 void
-verify_track_certificate(X509 *cert)
+idem_verify_track_certificate(X509 *cert)
 {
-	verify_track(cert, release_x509);
+	idem_verify_track(cert, release_x509);
 }
 
 /*
@@ -1377,7 +1379,7 @@ form_param_cmp(const void *a, const void *b)
  * than FORM_MAX_PARAMS pieces.  Sorting once keeps a body of many
  * parameters O(n log n).
  */
-bool
+static bool
 form_decode(Slice body, int encoding, Form *form)
 {
 	int			db = GetDatabaseEncoding();
@@ -1479,7 +1481,7 @@ form_charset(Slice name)
  * are converted to it from the database encoding, which they arrived in.
  */
 bool
-form_decode_charset(Slice body, const char *charset_param, Form *form)
+idem_form_decode_charset(Slice body, const char *charset_param, Form *form)
 {
 	int			db = GetDatabaseEncoding();
 	int			encoding = PG_UTF8;
@@ -1487,7 +1489,7 @@ form_decode_charset(Slice body, const char *charset_param, Form *form)
 
 	if (!form_decode(body, db, form))
 		return false;
-	if (form_get(form, charset_param, &charset) && charset.len > 0)
+	if (idem_form_get(form, charset_param, &charset) && charset.len > 0)
 	{
 		encoding = form_charset(charset);
 		if (encoding < 0)
@@ -1500,7 +1502,7 @@ form_decode_charset(Slice body, const char *charset_param, Form *form)
 
 /* The decoded value of a form's parameter; false if it has none */
 bool
-form_get(const Form *form, const char *name, Slice *value)
+idem_form_get(const Form *form, const char *name, Slice *value)
 {
 	FormParam	key;
 	FormParam  *found;
@@ -1523,7 +1525,8 @@ form_get(const Form *form, const char *name, Slice *value)
  * empty values too when skip_empty.
  */
 Slice
-form_signed_string(const Form *form, const char *const *skip, bool skip_empty)
+idem_form_signed_string(const Form *form, const char *const *skip,
+						bool skip_empty)
 {
 	bool	   *keep = palloc(Max(form->nparams, 1) * sizeof(bool));
 	size_t		len = 0;
@@ -1537,7 +1540,7 @@ form_signed_string(const Form *form, const char *const *skip, bool skip_empty)
 
 		keep[i] = !(skip_empty && param->value.len == 0);
 		for (const char *const *s = skip; keep[i] && *s != NULL; s++)
-			keep[i] = !slice_is(param->name, *s);
+			keep[i] = !idem_slice_is(param->name, *s);
 		if (keep[i])
 			len += param->name.len + param->value.len + 2;
 	}
@@ -1570,8 +1573,8 @@ form_signed_string(const Form *form, const char *const *skip, bool skip_empty)
  * and so is a timestamp outside the request's tolerance.
  */
 bool
-verify_timestamped_macs(const TimestampedMacs *format, const VerifyMacKey *key,
-						const VerifyRequest *req)
+idem_verify_timestamped_macs(const TimestampedMacs *format,
+							 const VerifyMacKey *key, const VerifyRequest *req)
 {
 	Slice		header;
 	Slice		rest;
@@ -1587,43 +1590,43 @@ verify_timestamped_macs(const TimestampedMacs *format, const VerifyMacKey *key,
 	bool		matched = false;
 	Slice		parts[3];
 
-	if (!find_header(req->headers, format->header, &header))
+	if (!idem_find_header(req->headers, format->header, &header))
 		return false;
 
 	/* first pass: the timestamp, and whether there is any MAC */
 	rest = header;
-	while (next_element(&rest, format->sep, &item))
+	while (idem_next_element(&rest, format->sep, &item))
 	{
-		if (!split_pair(item, '=', &name, &value))
+		if (!idem_split_pair(item, '=', &name, &value))
 			continue;
-		if (slice_is(name, format->ts_name))
+		if (idem_slice_is(name, format->ts_name))
 		{
 			ts = value;
 			nts++;
 		}
-		else if (slice_is(name, format->mac_name))
+		else if (idem_slice_is(name, format->mac_name))
 			nmacs++;
 	}
-	if (nts != 1 || nmacs == 0 || !parse_unix_seconds(ts, &secs))
+	if (nts != 1 || nmacs == 0 || !idem_parse_unix_seconds(ts, &secs))
 		return false;
-	if (!timestamp_acceptable(secs, req->tolerance_usecs))
+	if (!idem_timestamp_acceptable(secs, req->tolerance_usecs))
 		return false;
 
 	parts[0] = ts;
 	parts[1].data = format->joiner;
 	parts[1].len = strlen(format->joiner);
 	parts[2] = req->payload;
-	verify_mac(key, parts, 3, expected);
+	idem_verify_mac(key, parts, 3, expected);
 
 	/* second pass: every MAC, without stopping at the first match */
 	rest = header;
-	while (next_element(&rest, format->sep, &item))
+	while (idem_next_element(&rest, format->sep, &item))
 	{
-		if (!split_pair(item, '=', &name, &value) ||
-			!slice_is(name, format->mac_name))
+		if (!idem_split_pair(item, '=', &name, &value) ||
+			!idem_slice_is(name, format->mac_name))
 			continue;
-		if (decode_hex(value, given, VERIFY_MAC_LEN))
-			matched |= mac_equal(expected, given, VERIFY_MAC_LEN);
+		if (idem_decode_hex(value, given, VERIFY_MAC_LEN))
+			matched |= idem_mac_equal(expected, given, VERIFY_MAC_LEN);
 	}
 	explicit_bzero(expected, sizeof(expected));
 	return matched;

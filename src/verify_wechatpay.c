@@ -159,23 +159,23 @@ text_outside_blocks(void)
  * dropped from it.
  */
 void *
-wechatpay_prepare(Slice secret)
+idem_wechatpay_prepare(Slice secret)
 {
 	List	   *keys = NIL;
 	Slice		rest = secret;
 	VerifyPemBlock block;
 	VerifyPemStatus status;
 
-	while ((status = verify_pem_next(&rest, &block)) == VERIFY_PEM_BLOCK)
+	while ((status = idem_verify_pem_next(&rest, &block)) == VERIFY_PEM_BLOCK)
 	{
 		WechatpayKey *key = palloc0(sizeof(WechatpayKey));
 		Slice		id;
 
 		/* the objects are freed when the call ends, whatever happens next */
 		if (block.cert != NULL)
-			verify_track_certificate(block.cert);
+			idem_verify_track_certificate(block.cert);
 		if (block.key != NULL)
-			verify_track_pkey(block.key);
+			idem_verify_track_pkey(block.key);
 		if (list_length(keys) >= WECHATPAY_MAX_KEYS)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -289,7 +289,7 @@ names_key(Slice serial, const WechatpayKey *key)
  * nonce and the body without changing what was signed.
  */
 bool
-wechatpay_verify(void *k, const VerifyRequest *req)
+idem_wechatpay_verify(void *k, const VerifyRequest *req)
 {
 	List	   *keys = k;
 	Slice		serial;
@@ -305,13 +305,13 @@ wechatpay_verify(void *k, const VerifyRequest *req)
 	bool		matched = false;
 	ListCell   *lc;
 
-	if (!find_header(req->headers, "wechatpay-serial", &serial) ||
-		!find_header(req->headers, "wechatpay-signature", &signature) ||
-		!find_header(req->headers, "wechatpay-timestamp", &timestamp) ||
-		!find_header(req->headers, "wechatpay-nonce", &nonce))
+	if (!idem_find_header(req->headers, "wechatpay-serial", &serial) ||
+		!idem_find_header(req->headers, "wechatpay-signature", &signature) ||
+		!idem_find_header(req->headers, "wechatpay-timestamp", &timestamp) ||
+		!idem_find_header(req->headers, "wechatpay-nonce", &nonce))
 		return false;
-	if (find_header(req->headers, "wechatpay-signature-type", &type) &&
-		!slice_is(type, WECHATPAY_SIGNATURE_TYPE))
+	if (idem_find_header(req->headers, "wechatpay-signature-type", &type) &&
+		!idem_slice_is(type, WECHATPAY_SIGNATURE_TYPE))
 		return false;
 	if (signature.len >= strlen(WECHATPAY_PROBE_PREFIX) &&
 		memcmp(signature.data, WECHATPAY_PROBE_PREFIX,
@@ -320,10 +320,10 @@ wechatpay_verify(void *k, const VerifyRequest *req)
 	if (serial.len == 0 || nonce.len == 0 ||
 		memchr(nonce.data, '\n', nonce.len) != NULL)
 		return false;
-	if (!parse_unix_seconds(timestamp, &secs) ||
-		!timestamp_acceptable(secs, req->tolerance_usecs))
+	if (!idem_parse_unix_seconds(timestamp, &secs) ||
+		!idem_timestamp_acceptable(secs, req->tolerance_usecs))
 		return false;
-	sig = decode_base64(signature, &siglen);
+	sig = idem_decode_base64(signature, &siglen);
 	if (sig == NULL)
 		return false;
 
@@ -338,8 +338,8 @@ wechatpay_verify(void *k, const VerifyRequest *req)
 		WechatpayKey *key = lfirst(lc);
 
 		if (names_key(serial, key))
-			matched |= verify_signature(key->pkey, EVP_sha256(), parts, 6,
-										sig, siglen);
+			matched |= idem_verify_signature(key->pkey, EVP_sha256(), parts, 6,
+											 sig, siglen);
 	}
 	return matched;
 }

@@ -13,7 +13,10 @@
 #include "miscadmin.h"
 
 #include "idem.h"
+#include "input.h"
+#include "stats.h"
 #include "store.h"
+#include "webhook.h"
 
 PG_FUNCTION_INFO_V1(idem_webhook);
 

@@ -35,8 +35,11 @@
 #include "utils/lsyscache.h"
 
 #include "idem.h"
+#include "input.h"
+#include "stats.h"
 #include "store.h"
 #include "verify.h"
+#include "webhook.h"
 
 PG_FUNCTION_INFO_V1(idem_webhook_receive);
 
@@ -140,7 +143,7 @@ receive_forget(CachedSource *e)
 {
 	for (int i = 0; i < e->src.nsecrets; i++)
 		if (e->src.held[i] != NULL)
-			verify_held_release(e->src.held[i]);
+			idem_verify_held_release(e->src.held[i]);
 	MemoryContextDelete(e->cxt);
 	e->cxt = NULL;
 }
@@ -165,18 +168,18 @@ receive_prepare_keys(ArrayType *secrets, ReceiveSource *src)
 	{
 		for (int i = 0; i < n; i++)
 		{
-			int			mark = verify_tracked_mark();
+			int			mark = idem_verify_tracked_mark();
 
-			src->keys[i] = src->scheme->prepare(slice_of_text(DatumGetTextPP(texts[i])));
-			src->held[i] = verify_hold(mark);
+			src->keys[i] = src->scheme->prepare(idem_slice_of_text(DatumGetTextPP(texts[i])));
+			src->held[i] = idem_verify_hold(mark);
 			src->nsecrets = i + 1;
 		}
 	}
 	PG_CATCH();
 	{
 		for (int i = 0; i < src->nsecrets; i++)
-			verify_held_release(src->held[i]);
-		verify_release_all();
+			idem_verify_held_release(src->held[i]);
+		idem_verify_release_all();
 		explicit_bzero(secrets, VARSIZE(secrets));
 		PG_RE_THROW();
 	}
@@ -308,7 +311,7 @@ receive_any_secret(const ReceiveSource *src, const VerifyRequest *req)
 	{
 		bool		ok = src->scheme->verify(src->keys[i], req);
 
-		verify_release_all();
+		idem_verify_release_all();
 		if (ok)
 			return true;
 	}
@@ -349,17 +352,17 @@ receive_event_id(const ReceiveSource *src, const VerifyRequest *req)
 	switch (rs->place)
 	{
 		case ID_BODY_MEMBER:
-			found = json_member_string(req->payload, rs->name, &id);
+			found = idem_json_member_string(req->payload, rs->name, &id);
 			break;
 		case ID_HEADER:
-			found = find_header(req->headers, rs->name, &id);
+			found = idem_find_header(req->headers, rs->name, &id);
 			break;
 		case ID_FORM:
-			found = form_decode_charset(req->payload, rs->charset_param, &form) &&
-				form_get(&form, rs->name, &id);
+			found = idem_form_decode_charset(req->payload, rs->charset_param, &form) &&
+				idem_form_get(&form, rs->name, &id);
 			break;
 		case ID_ADYEN:
-			found = adyen_event_id(req->payload, &id);
+			found = idem_adyen_event_id(req->payload, &id);
 			break;
 	}
 	if (!found || id.len == 0 || id.len > IDEM_MAX_KEY_BYTES ||
@@ -424,7 +427,7 @@ idem_webhook_receive(PG_FUNCTION_ARGS)
 		!receive_ip_allowed(&src, PG_GETARG_DATUM(3)))
 		return receive_reject(fcinfo, "ip");
 
-	req.payload = slice_of_text(PG_GETARG_TEXT_PP(1));
+	req.payload = idem_slice_of_text(PG_GETARG_TEXT_PP(1));
 	req.headers = PG_GETARG_JSONB_P(2);
 	req.tolerance_usecs = src.tolerance_usecs;
 	/* what the schemes make is wiped and freed, error or not */
@@ -434,7 +437,7 @@ idem_webhook_receive(PG_FUNCTION_ARGS)
 	}
 	PG_FINALLY();
 	{
-		verify_release_all();
+		idem_verify_release_all();
 	}
 	PG_END_TRY();
 	if (verdict == VERDICT_FORGED)

@@ -26,6 +26,7 @@
 #include "utils/timestamp.h"
 
 #include "idem.h"
+#include "input.h"
 #include "store.h"
 #include "verify.h"
 
@@ -77,14 +78,14 @@ source_prepare_each(const VerifyScheme *scheme, Datum *secrets, int n)
 {
 	for (int i = 0; i < n; i++)
 	{
-		Slice		secret = slice_of_text(DatumGetTextPP(secrets[i]));
+		Slice		secret = idem_slice_of_text(DatumGetTextPP(secrets[i]));
 
 		if (secret.len == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("webhook secret must not be empty")));
 		(void) scheme->prepare(secret);
-		verify_release_all();
+		idem_verify_release_all();
 	}
 }
 
@@ -122,7 +123,7 @@ idem_webhook_source_set(PG_FUNCTION_ARGS)
 	}
 	PG_FINALLY();
 	{
-		verify_release_all();
+		idem_verify_release_all();
 	}
 	PG_END_TRY();
 	idem_check_writable("idem_webhook_source_set()");

@@ -41,17 +41,17 @@ static const VerifyScheme schemes[] = {
 	{"standard", standard_prepare, standard_verify},
 	{"svix", svix_prepare, standard_verify},
 	/* HMAC schemes (verify_hmac.c) */
-	{"github", github_prepare, body_mac_verify},
-	{"shopify", shopify_prepare, body_mac_verify},
-	{"razorpay", razorpay_prepare, body_mac_verify},
-	{"checkout", checkout_prepare, body_mac_verify},
-	{"paddle", paddle_prepare, paddle_verify},
-	{"adyen", adyen_prepare, adyen_verify},
+	{"github", idem_github_prepare, idem_body_mac_verify},
+	{"shopify", idem_shopify_prepare, idem_body_mac_verify},
+	{"razorpay", idem_razorpay_prepare, idem_body_mac_verify},
+	{"checkout", idem_checkout_prepare, idem_body_mac_verify},
+	{"paddle", idem_paddle_prepare, idem_paddle_verify},
+	{"adyen", idem_adyen_prepare, idem_adyen_verify},
 	/* form-based gateways (verify_form.c) */
-	{"alipay", alipay_prepare, alipay_verify},
-	{"unionpay", unionpay_prepare, unionpay_verify},
+	{"alipay", idem_alipay_prepare, idem_alipay_verify},
+	{"unionpay", idem_unionpay_prepare, idem_unionpay_verify},
 	/* WeChat Pay (verify_wechatpay.c) */
-	{"wechatpay", wechatpay_prepare, wechatpay_verify},
+	{"wechatpay", idem_wechatpay_prepare, idem_wechatpay_verify},
 };
 
 /* The scheme of that name, or NULL */
@@ -59,7 +59,7 @@ const VerifyScheme *
 idem_verify_scheme(Slice name)
 {
 	for (int i = 0; i < lengthof(schemes); i++)
-		if (slice_is(name, schemes[i].name))
+		if (idem_slice_is(name, schemes[i].name))
 			return &schemes[i];
 	return NULL;
 }
@@ -80,7 +80,7 @@ idem_verify_scheme_names(void)
 static void *
 stripe_prepare(Slice secret)
 {
-	return verify_mac_key((const uint8 *) secret.data, secret.len);
+	return idem_verify_mac_key((const uint8 *) secret.data, secret.len);
 }
 
 /*
@@ -92,7 +92,7 @@ stripe_verify(void *key, const VerifyRequest *req)
 {
 	static const TimestampedMacs format = {"stripe-signature", ',', "t", "v1", "."};
 
-	return verify_timestamped_macs(&format, key, req);
+	return idem_verify_timestamped_macs(&format, key, req);
 }
 
 /*
@@ -139,7 +139,7 @@ standard_key(Slice secret, const char *scheme, const char *header_prefix)
 		secret.len -= 5;
 		asymmetric = true;
 	}
-	bytes = decode_base64(secret, &len);
+	bytes = idem_decode_base64(secret, &len);
 	if (bytes == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -149,7 +149,7 @@ standard_key(Slice secret, const char *scheme, const char *header_prefix)
 				 errhint("Check for stray whitespace or a truncated secret.")));
 	if (!asymmetric)
 	{
-		key->mac_key = verify_mac_key(bytes, len);
+		key->mac_key = idem_verify_mac_key(bytes, len);
 		return key;
 	}
 	if (len == ED25519_KEY_LEN)
@@ -161,7 +161,7 @@ standard_key(Slice secret, const char *scheme, const char *header_prefix)
 				 errmsg("webhook public key is not an Ed25519 key"),
 				 errdetail("A \"whpk_\" secret of the \"%s\" scheme is the base64 of the %d bytes of an Ed25519 public key; this one has %zu.",
 						   scheme, ED25519_KEY_LEN, len)));
-	verify_track_pkey(key->public_key);
+	idem_verify_track_pkey(key->public_key);
 	return key;
 }
 
@@ -204,20 +204,20 @@ standard_verify(void *k, const VerifyRequest *req)
 	bool		matched = false;
 	Slice		parts[5];
 
-	if (!find_header(req->headers, key->id_header, &id) || id.len == 0 ||
-		!find_header(req->headers, key->timestamp_header, &ts) ||
-		!find_header(req->headers, key->signature_header, &sigs))
+	if (!idem_find_header(req->headers, key->id_header, &id) || id.len == 0 ||
+		!idem_find_header(req->headers, key->timestamp_header, &ts) ||
+		!idem_find_header(req->headers, key->signature_header, &sigs))
 		return false;
-	if (!parse_unix_seconds(ts, &secs))
+	if (!idem_parse_unix_seconds(ts, &secs))
 		return false;
 
 	rest = sigs;
-	while (next_element(&rest, ' ', &item))
+	while (idem_next_element(&rest, ' ', &item))
 	{
-		if (split_pair(item, ',', &version, &sig) && slice_is(version, version_name))
+		if (idem_split_pair(item, ',', &version, &sig) && idem_slice_is(version, version_name))
 			any = true;
 	}
-	if (!any || !timestamp_acceptable(secs, req->tolerance_usecs))
+	if (!any || !idem_timestamp_acceptable(secs, req->tolerance_usecs))
 		return false;
 
 	parts[0] = id;
@@ -227,26 +227,26 @@ standard_verify(void *k, const VerifyRequest *req)
 	parts[3] = parts[1];
 	parts[4] = req->payload;
 	if (key->public_key == NULL)
-		verify_mac(key->mac_key, parts, 5, expected);
+		idem_verify_mac(key->mac_key, parts, 5, expected);
 
 	rest = sigs;
-	while (next_element(&rest, ' ', &item))
+	while (idem_next_element(&rest, ' ', &item))
 	{
-		if (!split_pair(item, ',', &version, &sig) || !slice_is(version, version_name))
+		if (!idem_split_pair(item, ',', &version, &sig) || !idem_slice_is(version, version_name))
 			continue;
 		if (key->public_key == NULL)
 		{
-			if (decode_b64_mac(sig, given))
-				matched |= mac_equal(expected, given, VERIFY_MAC_LEN);
+			if (idem_decode_b64_mac(sig, given))
+				matched |= idem_mac_equal(expected, given, VERIFY_MAC_LEN);
 		}
 		else
 		{
 			size_t		siglen;
-			uint8	   *raw = decode_base64(sig, &siglen);
+			uint8	   *raw = idem_decode_base64(sig, &siglen);
 
 			if (raw != NULL && siglen == ED25519_SIG_LEN)
-				matched |= verify_signature(key->public_key, NULL, parts, 5,
-											raw, siglen);
+				matched |= idem_verify_signature(key->public_key, NULL, parts, 5,
+												 raw, siglen);
 		}
 	}
 	explicit_bzero(expected, sizeof(expected));
@@ -297,7 +297,7 @@ idem_verify_scheme_arg(FunctionCallInfo fcinfo, int argno)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("webhook signature scheme must not be null")));
 	name = PG_GETARG_TEXT_PP(argno);
-	scheme = idem_verify_scheme(slice_of_text(name));
+	scheme = idem_verify_scheme(idem_slice_of_text(name));
 	if (scheme == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -320,7 +320,7 @@ idem_verify_secret_arg(FunctionCallInfo fcinfo, int argno)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("webhook secret must not be null")));
-	secret = slice_of_text(PG_GETARG_TEXT_PP(argno));
+	secret = idem_slice_of_text(PG_GETARG_TEXT_PP(argno));
 	if (secret.len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -350,14 +350,14 @@ idem_webhook_verify(PG_FUNCTION_ARGS)
 
 		if (!PG_ARGISNULL(2) && !PG_ARGISNULL(3))
 		{
-			req.payload = slice_of_text(PG_GETARG_TEXT_PP(2));
+			req.payload = idem_slice_of_text(PG_GETARG_TEXT_PP(2));
 			req.headers = PG_GETARG_JSONB_P(3);
 			result = scheme->verify(key, &req);
 		}
 	}
 	PG_FINALLY();
 	{
-		verify_release_all();
+		idem_verify_release_all();
 	}
 	PG_END_TRY();
 	PG_RETURN_BOOL(result);

@@ -36,14 +36,14 @@
 /* The one algorithm of APIv3 resources */
 #define WECHATPAY_ALGORITHM		"AEAD_AES_256_GCM"
 
-/* Free an EVP_CIPHER_CTX, which wipes its key schedule (for verify_track) */
+/* Free an EVP_CIPHER_CTX, which wipes its key schedule (for idem_verify_track) */
 static void
 release_cipher_ctx(void *p)
 {
 	EVP_CIPHER_CTX_free((EVP_CIPHER_CTX *) p);
 }
 
-/* Wipe and free a NUL-terminated copy of the plaintext (for verify_track) */
+/* Wipe and free a NUL-terminated copy of the plaintext (for idem_verify_track) */
 static void
 release_cstring(void *p)
 {
@@ -86,13 +86,13 @@ aes_256_gcm_open(const uint8 *key, Slice nonce, Slice aad,
 
 	Assert(len >= WECHATPAY_TAG_LEN && len <= PG_INT32_MAX);
 	Assert(nonce.len == WECHATPAY_NONCE_LEN);
-	plain = verify_secret_alloc(bodylen + 1);
+	plain = idem_verify_secret_alloc(bodylen + 1);
 	ctx = EVP_CIPHER_CTX_new();
 	if (ctx == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory")));
-	verify_track(ctx, release_cipher_ctx);
+	idem_verify_track(ctx, release_cipher_ctx);
 
 	ok = EVP_DecryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) == 1 &&
 		EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, WECHATPAY_NONCE_LEN, NULL) == 1 &&
@@ -135,7 +135,7 @@ plaintext_jsonb(char *plain, size_t len)
 		return NULL;
 	str = pg_any_to_server(plain, (int) len, PG_UTF8);
 	if (str != plain)
-		verify_track(str, release_cstring);
+		idem_verify_track(str, release_cstring);
 
 	/* the server's JSON parser, which reports a syntax error instead of raising it */
 	lex = idem_json_lex_context(str, strlen(str), GetDatabaseEncoding(), true);
@@ -169,7 +169,7 @@ wechatpay_open(const uint8 *key, Jsonb *resource)
 	if (!JB_ROOT_IS_OBJECT(resource) || JB_ROOT_IS_SCALAR(resource))
 		return NULL;
 	if (!string_field(resource, "algorithm", &algorithm) ||
-		!slice_is(algorithm, WECHATPAY_ALGORITHM) ||
+		!idem_slice_is(algorithm, WECHATPAY_ALGORITHM) ||
 		!string_field(resource, "ciphertext", &encoded) ||
 		!string_field(resource, "nonce", &nonce) ||
 		nonce.len != WECHATPAY_NONCE_LEN)
@@ -179,7 +179,7 @@ wechatpay_open(const uint8 *key, Jsonb *resource)
 		v.type != jbvNull && !string_field(resource, "associated_data", &aad))
 		return NULL;
 
-	ciphertext = decode_base64(encoded, &len);
+	ciphertext = idem_decode_base64(encoded, &len);
 	if (ciphertext == NULL || len < WECHATPAY_TAG_LEN || len > PG_INT32_MAX)
 		return NULL;
 	plain = aes_256_gcm_open(key, nonce, aad, ciphertext, len, &plainlen);
@@ -223,7 +223,7 @@ idem_wechatpay_decrypt(PG_FUNCTION_ARGS)
 	}
 	PG_FINALLY();
 	{
-		verify_release_all();
+		idem_verify_release_all();
 	}
 	PG_END_TRY();
 	if (result == NULL)

@@ -1,0 +1,23 @@
+/*
+ * input.h
+ *		Input checks and the result row shared by the SQL entry points
+ *		(input.c).
+ */
+#ifndef IDEM_INPUT_H
+#define IDEM_INPUT_H
+
+#include "idem.h"
+
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+
+extern text *idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what);
+extern text *idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what);
+extern Interval *idem_arg_interval(FunctionCallInfo fcinfo, int argno,
+								   const char *what, int default_secs);
+extern TimestampTz idem_after(TimestampTz from, const Interval *iv, const char *what);
+extern void idem_check_json_size(Datum jsonb, const char *what);
+extern void idem_check_writable(const char *fname);
+extern Datum idem_result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+
+#endif							/* IDEM_INPUT_H */
