@@ -1,9 +1,5 @@
 # idem: build with PGXS.  `make demo` and `make test` set up everything they need.
 EXTENSION = idem
-# The version CREATE EXTENSION installs: idem.control's default_version.
-# META.json and debian/changelog carry it too (test/t/115_debian_package.pl
-# fails when they disagree).
-EXTVERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))idem.control)
 
 MODULE_big = idem
 OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
@@ -30,12 +26,7 @@ TAP_TESTS = 1
 PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -I$(srcdir)/src
 # IDEM_ASSERT=1 (make test sets it) turns idem's own Assert()s on, against a
-# server built without them.  src/.flavour names the flavour asked for and
-# the server built against (make PG_CONFIG=... for another major rebuilds
-# everything); it is rewritten (and so newer than every object) only when
-# that changes.
-FLAVOUR := $(if $(IDEM_ASSERT),assert,release) $(shell $(PG_CONFIG) --version 2>/dev/null)
-$(shell test "$$(cat src/.flavour 2>/dev/null)" = "$(FLAVOUR)" || echo "$(FLAVOUR)" >src/.flavour)
+# server built without them.
 ifdef IDEM_ASSERT
 PG_CPPFLAGS += -DUSE_ASSERT_CHECKING
 endif
@@ -58,6 +49,18 @@ endif
 # header dependencies: every object depends on every header, and on the
 # flavour.
 $(OBJS) $(OBJS:.o=.bc): $(wildcard src/*.h) src/.flavour
+
+# src/.flavour names the flavour asked for (assert or release) and the
+# server built against.  Its recipe runs on every build but rewrites the
+# file, which makes it newer than every object, only when that changes: a
+# build with IDEM_ASSERT=1 after one without it, or with PG_CONFIG=... for
+# another server, compiles everything again.
+src/.flavour: FORCE
+	@f="$(if $(IDEM_ASSERT),assert,release) `$(PG_CONFIG) --version`" && \
+	{ echo "$$f" | cmp -s - $@ || echo "$$f" >$@; }
+# Phony: PGXS's .SECONDARY would otherwise let a FORCE that does not exist
+# leave src/.flavour alone.
+.PHONY: FORCE
 
 # pg_regress makes its --temp-instance directories, but not their parent.
 installcheck: | $(IDEM_BUILD)
@@ -92,18 +95,20 @@ endef
 # scratch servers (CI=1 makes warnings errors); demo: see README.md;
 # bench, bench-verify, bench-seeds, soak: see doc/performance.md.
 # test-matrix: the same suite on every server of test/servers.sh (PG=...
-# picks one for test).
+# picks one for test and bench).  Each runs its script, which reads CI and
+# PG from the environment, where make puts them when they are given on its
+# command line.
 .PHONY: test test-matrix demo deps bench bench-verify bench-seeds soak
 deps:
 	@bash test/deps.sh
 test:
-	@CI="$(CI)" PG="$(PG)" bash test/run.sh
+	@bash test/run.sh
 test-matrix:
-	@CI="$(CI)" bash test/matrix.sh
+	@bash test/matrix.sh
 demo:
 	@bash test/demo.sh
 bench:
-	@PG="$(PG)" bash bench/run.sh
+	@bash bench/run.sh
 bench-verify:
 	@bash bench/verify.sh
 bench-seeds:
