@@ -2,7 +2,7 @@
 EXTENSION = idem
 
 MODULE_big = idem
-OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
+OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c src/webhook/*.c)))
 DATA = $(sort $(wildcard idem--*.sql))
 
 # make installcheck runs three kinds of tests, each against servers of its
@@ -48,7 +48,7 @@ endif
 # After PGXS, so that its "all" stays the default goal.  PGXS tracks no
 # header dependencies: every object depends on every header, and on the
 # flavour.
-$(OBJS) $(OBJS:.o=.bc): $(wildcard src/*.h) src/.flavour
+$(OBJS) $(OBJS:.o=.bc): $(wildcard src/*.h src/webhook/*.h) src/.flavour
 
 # src/.flavour names the flavour asked for (assert or release) and the
 # server built against.  Its recipe runs on every build but rewrites the

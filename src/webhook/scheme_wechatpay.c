@@ -1,7 +1,7 @@
 /*
- * verify_wechatpay.c
- *		The "wechatpay" scheme of idem_webhook_verify: WeChat Pay APIv3
- *		notifications, signed SHA256withRSA.
+ * scheme_wechatpay.c
+ *		Scheme: "wechatpay", WeChat Pay APIv3 notifications, signed
+ *		SHA256withRSA.
  *
  * WeChat Pay signs "<Wechatpay-Timestamp>\n<Wechatpay-Nonce>\n<body>\n" with
  * the private key of a platform certificate or, for merchants set up since
@@ -16,6 +16,8 @@
  * "WECHATPAY/SIGNTEST/", to check that the merchant verifies: it is false
  * like any other bad signature (the handler answers 4xx and WeChat Pay
  * sends the notification again, properly signed).
+ *
+ * May call: the wire format (wire.h) and the crypto (crypto.h).
  */
 #include "postgres.h"
 
@@ -24,7 +26,7 @@
 #include <openssl/evp.h>
 #include <openssl/x509.h>
 
-#include "verify.h"
+#include "webhook/scheme.h"
 
 /* Keys one secret may hold (each is one tracked OpenSSL object) */
 #define WECHATPAY_MAX_KEYS	32

@@ -1,11 +1,15 @@
 /*
- * webhook.c
- *		idem_webhook: record a webhook delivery or queue message once.
+ * record.c
+ *		Entry point: idem_webhook, which records a webhook delivery or queue
+ *		message once; idem_webhook_receive records through it too.
  *
  * The record is written in the caller's transaction, so the handler's
  * writes and the record commit or roll back together.  A concurrent
  * duplicate waits for the first delivery's transaction (through the row's
  * in-progress xmin, see store.c) and answers from how it ended.
+ *
+ * May call: the rest of idem (store, stats, input), none of the layers
+ * below the entry points: a record needs no signature.
  */
 #include "postgres.h"
 
@@ -16,7 +20,7 @@
 #include "input.h"
 #include "stats.h"
 #include "store.h"
-#include "webhook.h"
+#include "webhook/entry.h"
 
 PG_FUNCTION_INFO_V1(idem_webhook);
 

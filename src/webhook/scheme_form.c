@@ -1,16 +1,18 @@
 /*
- * verify_form.c
- *		The schemes of the gateways that notify with a signed form
+ * scheme_form.c
+ *		Schemes: the gateways that notify with a signed form
  *		(application/x-www-form-urlencoded): Alipay and UnionPay.
  *
  * Both sign the form's parameters, decoded, sorted by name and joined as
- * "k=v&k=v" (verify_util.c decodes the form and builds that string), with
+ * "k=v&k=v" (wire_form.c decodes the form and builds that string), with
  * RSA PKCS#1 v1.5.  Alipay signs with the key whose public half is the
  * configured secret; UnionPay puts its signing certificate in the form,
  * and the secret is the certificates it must chain to.  As everywhere in
  * idem_webhook_verify, only the secret can raise an error; anything in the
  * request is a plain false.  Headers are not read: a form carries its
  * signature in itself.
+ *
+ * May call: the wire format (wire.h) and the crypto (crypto.h).
  */
 #include "postgres.h"
 
@@ -18,7 +20,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 
-#include "verify.h"
+#include "webhook/scheme.h"
 
 /* Alipay's sign_type for SHA256withRSA and for the legacy SHA1withRSA */
 #define ALIPAY_SIGN_TYPE_RSA2	"RSA2"

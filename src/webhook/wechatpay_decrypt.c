@@ -1,7 +1,7 @@
 /*
  * wechatpay_decrypt.c
- *		idem_wechatpay_decrypt: the plaintext of the encrypted "resource" of a
- *		WeChat Pay APIv3 notification.
+ *		Entry point: idem_wechatpay_decrypt, the plaintext of the encrypted
+ *		"resource" of a WeChat Pay APIv3 notification.
  *
  * The resource is {"algorithm": "AEAD_AES_256_GCM", "ciphertext": <base64 of
  * the ciphertext and its 16-byte tag>, "nonce": <12 characters>,
@@ -15,6 +15,8 @@
  * fields, bad base64, a tag that does not authenticate, a plaintext that is
  * not JSON) is NULL, never an error.  The plaintext buffers are wiped when
  * the call ends, on every path.
+ *
+ * May call: the wire format (wire.h) and the crypto (crypto.h).
  */
 #include "postgres.h"
 
@@ -26,7 +28,7 @@
 
 #include <openssl/evp.h>
 
-#include "verify.h"
+#include "webhook/entry.h"
 
 /* Bytes of the APIv3 key, of the nonce and of the GCM tag */
 #define WECHATPAY_KEY_LEN		32

@@ -1,19 +1,24 @@
 /*
- * webhook_source.c
- *		Webhook sources: idem_webhook_source_set, idem_webhook_source_drop.
+ * source.c
+ *		Entry points of webhook sources: idem_webhook_source_set,
+ *		idem_webhook_source_drop.
  *
  * A source is the configuration of one sender of webhooks: its signature
  * scheme, its secrets (several while one is rotated), the tolerance of the
  * signed timestamps, the addresses deliveries may come from and how long
  * delivery ids are kept.  The rows live in idem.webhook_sources, which only
  * the extension's owner may read; these functions read and write it
- * directly through store.c, so a role needs only EXECUTE on them.  Every
- * call reads the table afresh: nothing is cached, so a change is seen by
- * the next call in any session once it commits.
+ * directly through store.c, so a role needs only EXECUTE on them.  Each
+ * backend keeps the sources idem_webhook_receive read (source_cache.c),
+ * checked at every call against the row the statement's snapshot sees, so
+ * a change is seen by the next statement in any session once it commits.
  *
  * Error messages never quote a secret: a secret that cannot be a key of
  * the scheme is refused by the scheme's prepare, whose messages say what is
  * wrong, never what the secret was.
+ *
+ * May call: the registry of schemes (scheme.h) and the layers below it,
+ * the configuration helpers of config.c and the store (store.c).
  */
 #include "postgres.h"
 
@@ -28,7 +33,7 @@
 #include "idem.h"
 #include "input.h"
 #include "store.h"
-#include "verify.h"
+#include "webhook/entry.h"
 
 PG_FUNCTION_INFO_V1(idem_webhook_source_set);
 PG_FUNCTION_INFO_V1(idem_webhook_source_drop);

@@ -1,0 +1,189 @@
+/*
+ * receive.c
+ *		Entry point: idem_webhook_receive: verify, check the sender,
+ *		deduplicate, in one call, with the configuration of a webhook source.
+ *
+ * May call: every layer below (scheme.h, crypto.h, wire.h), the source
+ * cache (source_cache.c), the record of deliveries (record.c) and the rest
+ * of idem (stats, input).
+ *
+ * In this order: the source is known, the client address (when given and
+ * the source lists addresses) is allowed, the signature verifies with one
+ * of the source's secrets, the event id is found where the scheme's entry
+ * in the registry says, and the delivery is recorded as idem_webhook
+ * records it (record.c, the same code).  A rejection writes nothing and
+ * answers why; like idem_webhook_verify, what the request holds never
+ * raises an error.
+ *
+ * "timestamp" is told apart from "signature" without changing what the
+ * schemes answer: when no secret verifies the request within the
+ * tolerance, a scheme with a signed timestamp is asked again without the
+ * timestamp check; if a secret verifies it then, the signature is genuine
+ * and only its time is outside the tolerance.  Only rejected requests pay
+ * for the second check.
+ */
+#include "postgres.h"
+
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/inet.h"
+
+#include "idem.h"
+#include "input.h"
+#include "stats.h"
+#include "webhook/entry.h"
+
+PG_FUNCTION_INFO_V1(idem_webhook_receive);
+
+/* The verdict on the signature */
+typedef enum ReceiveVerdict
+{
+	VERDICT_GENUINE,
+	VERDICT_STALE,				/* genuine, but signed outside the tolerance */
+	VERDICT_FORGED
+} ReceiveVerdict;
+
+/* Is the client address within one of the source's allowed networks? */
+static bool
+receive_ip_allowed(const WebhookSource *src, Datum client_ip)
+{
+	for (int i = 0; i < src->nnets; i++)
+		if (!src->net_nulls[i] &&
+			DatumGetBool(DirectFunctionCall2(network_subeq, client_ip, src->nets[i])))
+			return true;
+	return false;
+}
+
+/* Does one of the source's secrets verify the request? */
+static bool
+receive_any_secret(const WebhookSource *src, const VerifyRequest *req)
+{
+	for (int i = 0; i < src->nsecrets; i++)
+	{
+		bool		ok = src->scheme->verify(src->keys[i], req);
+
+		idem_verify_release_all();
+		if (ok)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The verdict on the request's signature (see the head of this file for
+ * how a stale one is told from a forged one)
+ */
+static ReceiveVerdict
+receive_verify(const WebhookSource *src, VerifyRequest *req)
+{
+	if (receive_any_secret(src, req))
+		return VERDICT_GENUINE;
+	if (src->scheme->timestamped && req->tolerance_usecs >= 0)
+	{
+		req->tolerance_usecs = -1;
+		if (receive_any_secret(src, req))
+			return VERDICT_STALE;
+	}
+	return VERDICT_FORGED;
+}
+
+/*
+ * The event id of a verified request, as the source's scheme places it, as
+ * a text; NULL if it is missing, empty, longer than an event id may be, or
+ * not text of the database's encoding
+ */
+static text *
+receive_event_id(const WebhookSource *src, const VerifyRequest *req)
+{
+	Slice		id;
+
+	if (!src->scheme->event_id(src->scheme, req, &id))
+		return NULL;
+	if (id.len == 0 || id.len > IDEM_MAX_KEY_BYTES ||
+		!pg_verifymbstr(id.data, (int) id.len, true))
+		return NULL;
+	return cstring_to_text_with_len(id.data, (int) id.len);
+}
+
+/* The answer (status, event_id, reason) as a record */
+static Datum
+receive_answer(FunctionCallInfo fcinfo, const char *status, text *event_id,
+			   const char *reason)
+{
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	values[0] = CStringGetTextDatum(status);
+	values[1] = PointerGetDatum(event_id);
+	nulls[1] = event_id == NULL;
+	values[2] = reason != NULL ? CStringGetTextDatum(reason) : (Datum) 0;
+	nulls[2] = reason == NULL;
+	return idem_result_row(fcinfo, values, nulls);
+}
+
+/* A rejection: counted, nothing written */
+static Datum
+receive_reject(FunctionCallInfo fcinfo, const char *reason)
+{
+	idem_stats_count(IDEM_STAT_WEBHOOKS_REJECTED, 1);
+	return receive_answer(fcinfo, "rejected", NULL, reason);
+}
+
+/*
+ * idem_webhook_receive(source, payload, headers, client_ip): status new,
+ * duplicate or rejected; the event id; the reason of a rejection
+ */
+Datum
+idem_webhook_receive(PG_FUNCTION_ARGS)
+{
+	text	   *source = idem_arg_scope(fcinfo, 0, "source");
+	WebhookSource src;
+	VerifyRequest req;
+	volatile ReceiveVerdict verdict = VERDICT_FORGED;
+	text	   *event_id;
+	bool		first;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("payload must not be null"),
+				 errhint("Pass the raw body as received; an empty body is the empty string.")));
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("headers must not be null"),
+				 errhint("Pass the request's headers as a JSON object of name to string.")));
+	idem_check_writable("idem_webhook_receive()");
+
+	if (!idem_webhook_source_read(source, &src))
+		return receive_reject(fcinfo, "unknown_source");
+	if (!PG_ARGISNULL(3) && src.nets != NULL &&
+		!receive_ip_allowed(&src, PG_GETARG_DATUM(3)))
+		return receive_reject(fcinfo, "ip");
+
+	req.payload = idem_slice_of_text(PG_GETARG_TEXT_PP(1));
+	req.headers = PG_GETARG_JSONB_P(2);
+	req.tolerance_usecs = src.tolerance_usecs;
+	/* what the schemes make is wiped and freed, error or not */
+	PG_TRY();
+	{
+		verdict = receive_verify(&src, &req);
+	}
+	PG_FINALLY();
+	{
+		idem_verify_release_all();
+	}
+	PG_END_TRY();
+	if (verdict == VERDICT_FORGED)
+		return receive_reject(fcinfo, "signature");
+	if (verdict == VERDICT_STALE)
+		return receive_reject(fcinfo, "timestamp");
+
+	event_id = receive_event_id(&src, &req);
+	if (event_id == NULL)
+		return receive_reject(fcinfo, "malformed");
+
+	first = idem_webhook_record(source, event_id, &src.ttl);
+	return receive_answer(fcinfo, first ? "new" : "duplicate", event_id, NULL);
+}

@@ -1,0 +1,124 @@
+/*
+ * scheme_body_mac.c
+ *		Schemes: GitHub, Shopify, Razorpay and Checkout.com, which put the
+ *		HMAC-SHA256 of the body, under a shared secret, in one header.
+ *
+ * May call: the wire format (wire.h) and the crypto (crypto.h).  The MAC is
+ * compared in constant time (idem_mac_equal); anything wrong with the
+ * request is false, never an error.
+ */
+#include "postgres.h"
+
+#include "webhook/scheme.h"
+
+/* How a MAC is written in its header */
+typedef enum MacEncoding
+{
+	MAC_HEX,					/* 64 hex digits, either case */
+	MAC_BASE64					/* canonical padded standard base64 */
+} MacEncoding;
+
+/* One header holding the MAC of the body, after a fixed prefix */
+typedef struct BodyMacFormat
+{
+	const char *header;
+	const char *prefix;
+	MacEncoding encoding;
+} BodyMacFormat;
+
+/* The key of a body-MAC scheme: the HMAC key and where the MAC is */
+typedef struct BodyMacKey
+{
+	VerifyMacKey *mac;
+	const BodyMacFormat *format;
+} BodyMacKey;
+
+/* GitHub: X-Hub-Signature-256: sha256=<hex> (the SHA-1 header is not read) */
+static const BodyMacFormat github_format = {"x-hub-signature-256", "sha256=", MAC_HEX};
+
+/* Shopify: X-Shopify-Hmac-Sha256: <base64> */
+static const BodyMacFormat shopify_format = {"x-shopify-hmac-sha256", "", MAC_BASE64};
+
+/* Razorpay: X-Razorpay-Signature: <hex> */
+static const BodyMacFormat razorpay_format = {"x-razorpay-signature", "", MAC_HEX};
+
+/* Checkout.com: Cko-Signature: <hex> */
+static const BodyMacFormat checkout_format = {"cko-signature", "", MAC_HEX};
+
+/*
+ * The key of a body-MAC scheme: each of these senders keys its HMAC with
+ * the secret's text as given, so any non-empty secret is a key.
+ */
+static void *
+body_mac_key(Slice secret, const BodyMacFormat *format)
+{
+	BodyMacKey *key = palloc(sizeof(BodyMacKey));
+
+	key->mac = idem_verify_mac_key((const uint8 *) secret.data, secret.len);
+	key->format = format;
+	return key;
+}
+
+/* GitHub's webhook secret */
+void *
+idem_github_prepare(Slice secret)
+{
+	return body_mac_key(secret, &github_format);
+}
+
+/* Shopify's app client secret */
+void *
+idem_shopify_prepare(Slice secret)
+{
+	return body_mac_key(secret, &shopify_format);
+}
+
+/* Razorpay's webhook secret */
+void *
+idem_razorpay_prepare(Slice secret)
+{
+	return body_mac_key(secret, &razorpay_format);
+}
+
+/* Checkout.com's signature key */
+void *
+idem_checkout_prepare(Slice secret)
+{
+	return body_mac_key(secret, &checkout_format);
+}
+
+/*
+ * A body-MAC scheme: the header, taken as it is, must be the prefix exactly
+ * (case and all, nothing around it) followed by the MAC of the raw body in
+ * the scheme's encoding.  One header, one MAC: these senders have no list.
+ */
+bool
+idem_body_mac_verify(void *k, const VerifyRequest *req)
+{
+	BodyMacKey *key = k;
+	size_t		prefix_len = strlen(key->format->prefix);
+	Slice		value;
+	uint8		expected[VERIFY_MAC_LEN];
+	uint8		given[VERIFY_MAC_LEN];
+	bool		decoded;
+	bool		matched;
+
+	if (!idem_find_header(req->headers, key->format->header, &value))
+		return false;
+	if (value.len < prefix_len ||
+		memcmp(value.data, key->format->prefix, prefix_len) != 0)
+		return false;
+	value.data += prefix_len;
+	value.len -= prefix_len;
+	if (key->format->encoding == MAC_HEX)
+		decoded = idem_decode_hex(value, given, VERIFY_MAC_LEN);
+	else
+		decoded = idem_decode_b64_mac(value, given);
+	if (!decoded)
+		return false;
+
+	idem_verify_mac(key->mac, &req->payload, 1, expected);
+	matched = idem_mac_equal(expected, given, VERIFY_MAC_LEN);
+	explicit_bzero(expected, sizeof(expected));
+	return matched;
+}

@@ -1,0 +1,97 @@
+/*
+ * scheme_registry.c
+ *		The registry of signature schemes: for each, its name, how its secret
+ *		becomes a key, how a request is checked, whether the signature covers
+ *		a timestamp and where the event id is.
+ *
+ * May call: the schemes (scheme_*.c) and the wire format (wire.h).  The one
+ * table that idem_webhook_verify, idem_webhook_receive and the sources
+ * read: a scheme is added here, once.
+ */
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+
+#include "webhook/scheme.h"
+
+static bool event_id_member(const VerifyScheme *scheme,
+							const VerifyRequest *req, Slice *id);
+static bool event_id_header(const VerifyScheme *scheme,
+							const VerifyRequest *req, Slice *id);
+static bool event_id_form(const VerifyScheme *scheme,
+						  const VerifyRequest *req, Slice *id);
+
+/* In the order the hint of an unknown scheme lists them */
+static const VerifyScheme schemes[] = {
+	{"stripe", idem_stripe_prepare, idem_stripe_verify, true,
+	event_id_member, "id"},
+	{"standard", idem_standard_prepare, idem_standard_verify, true,
+	event_id_header, "webhook-id"},
+	{"svix", idem_svix_prepare, idem_standard_verify, true,
+	event_id_header, "svix-id"},
+	{"github", idem_github_prepare, idem_body_mac_verify, false,
+	event_id_header, "X-GitHub-Delivery"},
+	{"shopify", idem_shopify_prepare, idem_body_mac_verify, false,
+	event_id_header, "X-Shopify-Webhook-Id"},
+	{"razorpay", idem_razorpay_prepare, idem_body_mac_verify, false,
+	event_id_header, "X-Razorpay-Event-Id"},
+	{"checkout", idem_checkout_prepare, idem_body_mac_verify, false,
+	event_id_member, "id"},
+	{"paddle", idem_paddle_prepare, idem_paddle_verify, true,
+	event_id_member, "event_id"},
+	/* pspReference:eventCode:success of the notification item */
+	{"adyen", idem_adyen_prepare, idem_adyen_verify, false,
+	idem_adyen_event_id},
+	{"alipay", idem_alipay_prepare, idem_alipay_verify, false,
+	event_id_form, "notify_id", "charset"},
+	{"unionpay", idem_unionpay_prepare, idem_unionpay_verify, false,
+	event_id_form, "queryId", "encoding"},
+	{"wechatpay", idem_wechatpay_prepare, idem_wechatpay_verify, true,
+	event_id_member, "id"},
+};
+
+/* The scheme of that name, or NULL */
+const VerifyScheme *
+idem_verify_scheme(Slice name)
+{
+	for (int i = 0; i < lengthof(schemes); i++)
+		if (idem_slice_is(name, schemes[i].name))
+			return &schemes[i];
+	return NULL;
+}
+
+/* The scheme names, quoted and comma-separated, for messages */
+const char *
+idem_verify_scheme_names(void)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	for (int i = 0; i < lengthof(schemes); i++)
+		appendStringInfo(&buf, "%s\"%s\"", i > 0 ? ", " : "", schemes[i].name);
+	return buf.data;
+}
+
+/* The event id in a string member of the JSON body's root */
+static bool
+event_id_member(const VerifyScheme *scheme, const VerifyRequest *req, Slice *id)
+{
+	return idem_json_member_string(req->payload, scheme->id_name, id);
+}
+
+/* The event id in a header */
+static bool
+event_id_header(const VerifyScheme *scheme, const VerifyRequest *req, Slice *id)
+{
+	return idem_find_header(req->headers, scheme->id_name, id);
+}
+
+/* The event id in a parameter of the form body, in the charset it names */
+static bool
+event_id_form(const VerifyScheme *scheme, const VerifyRequest *req, Slice *id)
+{
+	Form		form;
+
+	return idem_form_decode_charset(req->payload, scheme->id_charset, &form) &&
+		idem_form_get(&form, scheme->id_name, id);
+}

@@ -1,0 +1,209 @@
+/*
+ * wire_header.c
+ *		Wire format, first layer of the webhook code: slices of the request,
+ *		its headers, the lists inside a header, and unix timestamps.
+ *
+ * May call: the server and libc only.  The request comes from whoever can
+ * reach the application's endpoint, so every reader here answers false on
+ * anything malformed and never raises an error.
+ */
+#include "postgres.h"
+
+#include "utils/timestamp.h"
+
+#include "webhook/wire.h"
+
+/* Latest accepted unix timestamp: 9999-12-31 23:59:59 UTC */
+#define MAX_UNIX_SECS	INT64CONST(253402300799)
+
+/* The bytes of a text datum */
+Slice
+idem_slice_of_text(text *t)
+{
+	Slice		s;
+
+	s.data = VARDATA_ANY(t);
+	s.len = VARSIZE_ANY_EXHDR(t);
+	return s;
+}
+
+/* Is the slice exactly the given ASCII word? */
+bool
+idem_slice_is(Slice s, const char *word)
+{
+	size_t		len = strlen(word);
+
+	return s.len == len && memcmp(s.data, word, len) == 0;
+}
+
+/* Header names are ASCII tokens: fold only A-Z, whatever the locale */
+static bool
+header_name_equal(const char *a, size_t alen, const char *b)
+{
+	size_t		blen = strlen(b);
+
+	if (alen != blen)
+		return false;
+	for (size_t i = 0; i < alen; i++)
+	{
+		char		ca = a[i];
+		char		cb = b[i];
+
+		if (ca >= 'A' && ca <= 'Z')
+			ca += 'a' - 'A';
+		if (cb >= 'A' && cb <= 'Z')
+			cb += 'a' - 'A';
+		if (ca != cb)
+			return false;
+	}
+	return true;
+}
+
+/* Drop HTTP optional whitespace (spaces, tabs) at both ends */
+static Slice
+trim_ows(Slice s)
+{
+	while (s.len > 0 && (s.data[0] == ' ' || s.data[0] == '\t'))
+	{
+		s.data++;
+		s.len--;
+	}
+	while (s.len > 0 && (s.data[s.len - 1] == ' ' || s.data[s.len - 1] == '\t'))
+		s.len--;
+	return s;
+}
+
+/*
+ * Take the next sep-separated element of *rest, trimmed, into *item; false
+ * when the list is used up.  Empty elements come back empty: callers skip
+ * them, so doubled separators are harmless.
+ */
+bool
+idem_next_element(Slice *rest, char sep, Slice *item)
+{
+	const char *p;
+
+	if (rest->data == NULL)
+		return false;
+	p = memchr(rest->data, sep, rest->len);
+	if (p == NULL)
+	{
+		item->data = rest->data;
+		item->len = rest->len;
+		rest->data = NULL;
+		rest->len = 0;
+	}
+	else
+	{
+		item->data = rest->data;
+		item->len = p - rest->data;
+		rest->len -= item->len + 1;
+		rest->data = p + 1;
+	}
+	*item = trim_ows(*item);
+	return true;
+}
+
+/* Split "name<sep>value" at the first sep, both sides trimmed; false without sep */
+bool
+idem_split_pair(Slice item, char sep, Slice *name, Slice *value)
+{
+	const char *p = memchr(item.data, sep, item.len);
+
+	if (p == NULL)
+		return false;
+	name->data = item.data;
+	name->len = p - item.data;
+	value->data = p + 1;
+	value->len = item.len - name->len - 1;
+	*name = trim_ows(*name);
+	*value = trim_ows(*value);
+	return true;
+}
+
+/*
+ * Find a header by case-insensitive name in a jsonb object of
+ * name -> string.  A non-object, a missing name, a non-string value or a
+ * name present twice (in different cases) all count as missing: a request
+ * whose headers are ambiguous is not one to trust.  The value is taken as
+ * it is, not trimmed: ids and timestamps are signed as sent, and the id the
+ * caller dedups on must be the very one that was signed (a padded copy of a
+ * captured delivery would otherwise verify under a new dedup key).  The
+ * signature lists trim their own entries.
+ */
+bool
+idem_find_header(Jsonb *headers, const char *name, Slice *value)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			found = 0;
+	bool		is_string = false;
+
+	if (!JB_ROOT_IS_OBJECT(headers))
+		return false;
+
+	it = JsonbIteratorInit(&headers->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		bool		match;
+
+		if (tok != WJB_KEY)
+			continue;
+		match = header_name_equal(v.val.string.val, v.val.string.len, name);
+		/* the key's value; nested containers come back whole */
+		tok = JsonbIteratorNext(&it, &v, true);
+		if (!match || tok != WJB_VALUE)
+			continue;
+		found++;
+		is_string = (v.type == jbvString);
+		if (is_string)
+		{
+			value->data = v.val.string.val;
+			value->len = v.val.string.len;
+		}
+	}
+	return found == 1 && is_string;
+}
+
+/* Unix seconds written as plain decimal digits, up to year 9999 */
+bool
+idem_parse_unix_seconds(Slice s, int64 *secs)
+{
+	int64		result = 0;
+
+	if (s.len == 0)
+		return false;
+	for (size_t i = 0; i < s.len; i++)
+	{
+		if (s.data[i] < '0' || s.data[i] > '9')
+			return false;
+		result = result * 10 + (s.data[i] - '0');
+		if (result > MAX_UNIX_SECS)
+			return false;
+	}
+	*secs = result;
+	return true;
+}
+
+/*
+ * Is the timestamp within tolerance of the wall clock, in either direction?
+ * A negative tolerance_usecs means no check.  Both sides stay far from
+ * int64 overflow: secs is bounded by year 9999 and the clock by the
+ * timestamp range.
+ */
+bool
+idem_timestamp_acceptable(int64 secs, double tolerance_usecs)
+{
+	int64		now_unix_usecs;
+	int64		diff;
+
+	if (tolerance_usecs < 0)
+		return true;
+	now_unix_usecs = GetCurrentTimestamp() +
+		(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+	diff = now_unix_usecs - secs * USECS_PER_SEC;
+	if (diff < 0)
+		diff = -diff;
+	return (double) diff <= tolerance_usecs;
+}
