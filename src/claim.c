@@ -1,6 +1,8 @@
 /*
  * claim.c
- *		idem_claim, idem_complete, idem_fail, idem_checkpoint and idem_lookup.
+ *		idem_claim and idem_lookup; the calls that finish an attempt
+ *		(idem_complete, idem_fail, idem_checkpoint, idem_http_respond) are in
+ *		claim_finish.c.
  *
  * A key's row moves through these states:
  *
@@ -38,11 +40,7 @@
 #include "store.h"
 
 PG_FUNCTION_INFO_V1(idem_claim);
-PG_FUNCTION_INFO_V1(idem_complete);
-PG_FUNCTION_INFO_V1(idem_fail);
-PG_FUNCTION_INFO_V1(idem_checkpoint);
 PG_FUNCTION_INFO_V1(idem_lookup);
-PG_FUNCTION_INFO_V1(idem_http_respond);
 
 /* Largest fingerprint accepted: room for any hash, not for a payload */
 #define IDEM_MAX_FINGERPRINT_BYTES	255
@@ -57,46 +55,6 @@ PG_FUNCTION_INFO_V1(idem_http_respond);
 
 /* When nothing better is known, the wait an in_progress answer suggests */
 #define IDEM_DEFAULT_RETRY_AFTER_SECS	1
-
-/* What a finishing call does to the attempt */
-typedef enum FinishKind
-{
-	FINISH_COMPLETE,
-	FINISH_FAIL_FINAL,
-	FINISH_RELEASE,
-	FINISH_CHECKPOINT
-} FinishKind;
-
-/* Is the row's state this one? */
-static inline bool
-state_is(IdemStore *st, const char *state)
-{
-	text	   *t = DatumGetTextPP(st->values[KEYS_STATE]);
-
-	return VARSIZE_ANY_EXHDR(t) == strlen(state) &&
-		memcmp(VARDATA_ANY(t), state, strlen(state)) == 0;
-}
-
-/*
- * Has the found row expired, so that it counts as absent?  Never a row this
- * transaction wrote: its claim is as live as the transaction, whatever its
- * ttl, and claiming the key again in it must not start a second attempt.
- */
-static inline bool
-row_expired(IdemStore *st, TimestampTz now)
-{
-	return !st->own && DatumGetTimestampTz(st->values[KEYS_EXPIRES_AT]) <= now;
-}
-
-/* Do the column's value (text or bytea) and v hold the same bytes? */
-static bool
-column_equals(IdemStore *st, int column, struct varlena *v)
-{
-	struct varlena *stored = PG_DETOAST_DATUM_PACKED(st->values[column]);
-
-	return VARSIZE_ANY_EXHDR(stored) == VARSIZE_ANY_EXHDR(v) &&
-		memcmp(VARDATA_ANY(stored), VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v)) == 0;
-}
 
 /* Are both fingerprints given, and different? */
 static bool
@@ -139,8 +97,8 @@ idem_claim_arg_fingerprint(FunctionCallInfo fcinfo, int argno)
  * Let st hold a pending claim's row, built in values and nulls, as if it
  * had been read: the calls that need the row use it without writing it.
  */
-static void
-claim_pending_as_found(IdemStore *st, IdemClaim *claim, Datum *values, bool *nulls)
+void
+idem_claim_pending_as_found(IdemStore *st, IdemClaim *claim, Datum *values, bool *nulls)
 {
 	idem_claim_memory_row(claim, values, nulls);
 	st->values = values;
@@ -437,316 +395,6 @@ idem_claim(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(idem_result_row(fcinfo, answer.values, answer.nulls));
 }
 
-/* The arguments idem_complete, idem_fail and idem_checkpoint share */
-typedef struct FinishArgs
-{
-	text	   *key;
-	text	   *scope;
-	bool		has_token;		/* given, or known from the claim memory */
-	int64		token;
-	IdemClaim  *mine;			/* this transaction's claim of the key */
-	IdemClaim  *claim;			/* the same, if the call is about it */
-	bool		payload_null;
-	Datum		payload;		/* response, error or checkpoint data */
-	int16		http_status;	/* idem_http_respond's; 0 for the others */
-	text	   *body;			/* ... and its body, or NULL */
-} FinishArgs;
-
-/*
- * Read and check the shared arguments: key first, then the jsonb payload
- * (size-checked), scope and token at the positions of the function.
- */
-static void
-finish_args(FunctionCallInfo fcinfo, int payload_argno, const char *payload_what,
-			int scope_argno, int token_argno, FinishArgs *args)
-{
-	args->key = idem_arg_key(fcinfo, 0, "key");
-	args->scope = idem_arg_scope(fcinfo, scope_argno, "scope");
-	args->payload_null = PG_ARGISNULL(payload_argno);
-	args->payload = args->payload_null ? (Datum) 0 : PG_GETARG_DATUM(payload_argno);
-	if (!args->payload_null)
-		idem_check_json_size(args->payload, payload_what);
-	args->has_token = !PG_ARGISNULL(token_argno);
-	args->token = args->has_token ? PG_GETARG_INT64(token_argno) : 0;
-	args->http_status = 0;
-	args->body = NULL;
-}
-
-/*
- * Look the key up in this transaction's claim memory, once: without a token,
- * the claim this transaction made supplies it.  args->claim is set only when
- * the call is about that claim (no token, or its token).
- */
-static void
-finish_recall_claim(FinishArgs *args)
-{
-	IdemClaim  *claim = idem_claim_memory_find(args->scope, args->key);
-
-	args->mine = claim;
-	args->claim = NULL;
-	if (claim != NULL && (!args->has_token || args->token == claim->token))
-	{
-		args->claim = claim;
-		args->token = claim->token;
-		args->has_token = true;
-	}
-}
-
-/*
- * Read the row of a claim this transaction made, by the address the claim
- * memory keeps, if the call is about that claim and the row is still the one
- * the claim wrote.  That is the in-transaction way of using a key, and it
- * then needs neither an index probe nor the key lock.
- */
-static bool
-finish_own_claim(IdemStore *st, FinishArgs *args)
-{
-	if (args->claim == NULL ||
-		!idem_store_fetch_own(st, &args->claim->tid, args->claim->filenode))
-		return false;
-	if (DatumGetInt64(st->values[KEYS_TOKEN]) == args->token &&
-		column_equals(st, KEYS_KEY, args->key) &&
-		column_equals(st, KEYS_SCOPE, args->scope))
-		return true;
-	ExecClearTuple(st->slot);
-	st->found = false;
-	return false;
-}
-
-/*
- * Check that the caller owns the current attempt of the found row: with its
- * token, or without one in the transaction that made the claim.
- */
-static void
-finish_check_owner(IdemStore *st, IdemFetch fetched, TimestampTz now,
-				   FinishArgs *args, const char *fname)
-{
-	text	   *key = args->key;
-	text	   *scope = args->scope;
-	int64		token = args->token;
-	int64		current;
-
-	if (fetched != IDEM_FETCH_FOUND || row_expired(st, now))
-		ereport(ERROR,
-				(errcode(ERRCODE_IDEM_NO_CLAIM),
-				 errmsg("%s: key \"%s\" has no claim", fname, text_to_cstring(key)),
-				 errdetail("No live row exists for this key in scope \"%s\".", text_to_cstring(scope)),
-				 errhint("Call idem_claim first.")));
-	if (state_is(st, "completed") || state_is(st, "failed"))
-		ereport(ERROR,
-				(errcode(ERRCODE_IDEM_ALREADY_FINISHED),
-				 errmsg("%s: key \"%s\" is already finished", fname, text_to_cstring(key)),
-				 errdetail("Its state is %s.", TextDatumGetCString(st->values[KEYS_STATE]))));
-	if (!args->has_token)
-		ereport(ERROR,
-				(errcode(ERRCODE_IDEM_TOKEN_REQUIRED),
-				 errmsg("%s: key \"%s\" was not claimed in this transaction", fname, text_to_cstring(key)),
-				 errhint("Pass the token that idem_claim returned.")));
-	current = DatumGetInt64(st->values[KEYS_TOKEN]);
-	if (state_is(st, "released") || token != current)
-	{
-		/* counters are not transactional: this one outlives the error */
-		idem_stats_count(IDEM_STAT_STALE_TOKENS, 1);
-		ereport(ERROR,
-				(errcode(ERRCODE_IDEM_STALE_TOKEN),
-				 errmsg("%s: token %lld does not hold key \"%s\"", fname,
-						(long long) token, text_to_cstring(key)),
-				 errdetail("The attempt of this token was released or taken over; the key is at attempt %d.",
-						   DatumGetInt32(st->values[KEYS_ATTEMPT]))));
-	}
-}
-
-/*
- * Shared body of idem_complete, idem_fail and idem_checkpoint: lock the key,
- * check the caller owns the attempt, and write the row's new state.
- */
-static void
-finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
-			   const Interval *lease, const char *fname)
-{
-	text	   *key = args->key;
-	text	   *scope = args->scope;
-	Datum		payload = args->payload;
-	bool		payload_null = args->payload_null;
-	bool		locked = false;
-	bool		pending;
-	TimestampTz now;
-	TimestampTz lease_until;
-	Datum		values[KEYS_NATTS];
-	bool		nulls[KEYS_NATTS];
-	Datum		pending_values[KEYS_NATTS];
-	bool		pending_nulls[KEYS_NATTS];
-	IdemStore	st;
-	IdemFetch	fetched;
-
-	idem_check_writable(fname);
-	finish_recall_claim(args);
-	idem_store_open(&st, IDEM_KEYS, true);
-	pending = (args->mine != NULL && args->mine->pending);
-	if (pending)
-	{
-		/*
-		 * The row is this transaction's to write, under the key lock it
-		 * holds: written now, finished, if the call is about that claim.
-		 */
-		claim_pending_as_found(&st, args->mine, pending_values, pending_nulls);
-		fetched = IDEM_FETCH_FOUND;
-	}
-	else if (finish_own_claim(&st, args))
-	{
-		/* this transaction's claim, where it left it: no lock to take */
-		fetched = IDEM_FETCH_FOUND;
-	}
-	else
-	{
-		/* the same order as idem_claim: table first, then the key lock */
-		idem_store_lock(IDEM_KEYS, scope, key, false);
-		fetched = idem_store_fetch(&st, scope, key, false, true);
-		locked = true;
-	}
-	/* after the fetch: it may have waited for another transaction */
-	now = GetCurrentTimestamp();
-	finish_check_owner(&st, fetched, now, args, fname);
-
-	memcpy(values, st.values, sizeof(values));
-	memcpy(nulls, st.nulls, sizeof(nulls));
-	switch (kind)
-	{
-		case FINISH_COMPLETE:
-		case FINISH_FAIL_FINAL:
-			values[KEYS_STATE] = CStringGetTextDatum(kind == FINISH_COMPLETE ? "completed" : "failed");
-			values[KEYS_COMPLETED_AT] = TimestampTzGetDatum(now);
-			nulls[KEYS_COMPLETED_AT] = false;
-			nulls[KEYS_LEASE_UNTIL] = true;
-			values[KEYS_RESPONSE] = payload;
-			nulls[KEYS_RESPONSE] = payload_null;
-			if (args->http_status != 0)
-			{
-				if (!idem_store_has_column(&st, KEYS_BODY))
-					ereport(ERROR,
-							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-							 errmsg("%s needs idem 1.4", fname),
-							 errhint("Run ALTER EXTENSION idem UPDATE.")));
-				values[KEYS_HTTP_STATUS] = Int16GetDatum(args->http_status);
-				nulls[KEYS_HTTP_STATUS] = false;
-				values[KEYS_BODY] = PointerGetDatum(args->body);
-				nulls[KEYS_BODY] = (args->body == NULL);
-			}
-			break;
-		case FINISH_RELEASE:
-			/* the error is kept for operators; the next claim clears it */
-			values[KEYS_STATE] = CStringGetTextDatum("released");
-			nulls[KEYS_LEASE_UNTIL] = true;
-			values[KEYS_RESPONSE] = payload;
-			nulls[KEYS_RESPONSE] = payload_null;
-			break;
-		case FINISH_CHECKPOINT:
-			values[KEYS_CHECKPOINT] = PointerGetDatum(phase);
-			nulls[KEYS_CHECKPOINT] = false;
-			values[KEYS_CHECKPOINT_DATA] = payload;
-			nulls[KEYS_CHECKPOINT_DATA] = payload_null;
-			/* a checkpoint extends the lease, never shortens it */
-			lease_until = idem_after(now, lease, "lease");
-			if (!nulls[KEYS_LEASE_UNTIL])
-				lease_until = Max(lease_until, DatumGetTimestampTz(st.values[KEYS_LEASE_UNTIL]));
-			values[KEYS_LEASE_UNTIL] = TimestampTzGetDatum(lease_until);
-			nulls[KEYS_LEASE_UNTIL] = false;
-			if (lease_until > DatumGetTimestampTz(st.values[KEYS_EXPIRES_AT]))
-				values[KEYS_EXPIRES_AT] = TimestampTzGetDatum(lease_until);
-			break;
-	}
-	if (pending)
-		idem_store_insert(&st, values, nulls);
-	else
-		idem_store_update(&st, values, nulls);
-	if (args->claim != NULL)
-		idem_claim_memory_written(args->claim, &st);
-	idem_store_close(&st);
-	if (locked)
-		idem_store_unlock(IDEM_KEYS, scope, key);
-}
-
-/* idem_complete(key, response, scope, token): finish the attempt */
-Datum
-idem_complete(PG_FUNCTION_ARGS)
-{
-	FinishArgs	args;
-
-	finish_args(fcinfo, 1, "response", 2, 3, &args);
-	finish_attempt(FINISH_COMPLETE, &args, NULL, NULL, "idem_complete");
-	idem_stats_count(IDEM_STAT_COMPLETED, 1);
-	PG_RETURN_VOID();
-}
-
-/* idem_fail(key, error, retryable, scope, token): release or finish as failed */
-Datum
-idem_fail(PG_FUNCTION_ARGS)
-{
-	FinishArgs	args;
-
-	finish_args(fcinfo, 1, "error", 3, 4, &args);
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("retryable must not be null")));
-	finish_attempt(PG_GETARG_BOOL(2) ? FINISH_RELEASE : FINISH_FAIL_FINAL, &args,
-				   NULL, NULL, "idem_fail");
-	idem_stats_count(IDEM_STAT_FAILED, 1);
-	PG_RETURN_VOID();
-}
-
-/*
- * idem_http_respond(key, http_status, body, scope, token): finish the
- * attempt with the HTTP response exactly as the application sends it, to
- * be replayed byte for byte: completed below 400, failed (final) from 400
- */
-Datum
-idem_http_respond(PG_FUNCTION_ARGS)
-{
-	FinishArgs	args;
-	int32		http_status;
-
-	finish_args(fcinfo, 2, "body", 3, 4, &args);
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("http_status must not be null")));
-	http_status = PG_GETARG_INT32(1);
-	if (http_status < 200 || http_status > 599)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("http_status must be between 200 and 599"),
-				 errdetail("It is %d; an interim (1xx) answer is not a response to replay.",
-						   http_status)));
-	if (!args.payload_null)
-	{
-		args.body = PG_GETARG_TEXT_P(2);
-		/* a JSON body, as a replay through idem_claim returns it as jsonb */
-		DirectFunctionCall1(json_in, CStringGetDatum(text_to_cstring(args.body)));
-		args.payload_null = true;
-	}
-	args.http_status = (int16) http_status;
-	finish_attempt(http_status < 400 ? FINISH_COMPLETE : FINISH_FAIL_FINAL, &args,
-				   NULL, NULL, "idem_http_respond");
-	idem_stats_count(http_status < 400 ? IDEM_STAT_COMPLETED : IDEM_STAT_FAILED, 1);
-	PG_RETURN_VOID();
-}
-
-/* idem_checkpoint(key, phase, data, scope, token, lease): record progress */
-Datum
-idem_checkpoint(PG_FUNCTION_ARGS)
-{
-	FinishArgs	args;
-	text	   *phase;
-	Interval   *lease;
-
-	finish_args(fcinfo, 2, "data", 3, 4, &args);
-	phase = idem_arg_key(fcinfo, 1, "phase");
-	lease = idem_arg_interval(fcinfo, 5, "lease", idem_lease_secs);
-	finish_attempt(FINISH_CHECKPOINT, &args, phase, lease, "idem_checkpoint");
-	PG_RETURN_VOID();
-}
-
 /*
  * idem_lookup(key, scope): the key's row as this snapshot sees it, for
  * operators; a claim this transaction made and has not written yet is shown
@@ -790,7 +438,7 @@ idem_lookup(PG_FUNCTION_ARGS)
 		idem_store_open(&st, IDEM_KEYS, false);
 		if (mine != NULL && mine->pending)
 		{
-			claim_pending_as_found(&st, mine, pending_values, pending_nulls);
+			idem_claim_pending_as_found(&st, mine, pending_values, pending_nulls);
 			found = true;
 		}
 		else

@@ -1,6 +1,7 @@
 /*
  * claim.h
- *		A claim of a key, as idem_claim and idem_http_claim make it (claim.c).
+ *		A claim of a key, as idem_claim and idem_http_claim make it (claim.c),
+ *		and what claim.c and claim_finish.c share about a key's row.
  */
 #ifndef IDEM_CLAIM_H
 #define IDEM_CLAIM_H
@@ -9,8 +10,10 @@
 
 #include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "utils/timestamp.h"
 
 #include "stats.h"
+#include "store.h"
 
 /* Columns of idem_claim's result */
 enum
@@ -38,5 +41,42 @@ typedef struct IdemClaimAnswer
 extern bytea *idem_claim_arg_fingerprint(FunctionCallInfo fcinfo, int argno);
 extern void idem_claim_key(text *key, bytea *fp, text *scope, const Interval *lease,
 						   const Interval *ttl, bool nowait, IdemClaimAnswer *answer);
+
+/* an IdemClaim (claim_memory.h): a claim this transaction made */
+struct IdemClaim;
+
+extern void idem_claim_pending_as_found(IdemStore *st, struct IdemClaim *claim,
+										Datum *values, bool *nulls);
+
+/* Is the row's state this one? */
+static inline bool
+state_is(IdemStore *st, const char *state)
+{
+	text	   *t = DatumGetTextPP(st->values[KEYS_STATE]);
+
+	return VARSIZE_ANY_EXHDR(t) == strlen(state) &&
+		memcmp(VARDATA_ANY(t), state, strlen(state)) == 0;
+}
+
+/*
+ * Has the found row expired, so that it counts as absent?  Never a row this
+ * transaction wrote: its claim is as live as the transaction, whatever its
+ * ttl, and claiming the key again in it must not start a second attempt.
+ */
+static inline bool
+row_expired(IdemStore *st, TimestampTz now)
+{
+	return !st->own && DatumGetTimestampTz(st->values[KEYS_EXPIRES_AT]) <= now;
+}
+
+/* Do the column's value (text or bytea) and v hold the same bytes? */
+static inline bool
+column_equals(IdemStore *st, int column, struct varlena *v)
+{
+	struct varlena *stored = PG_DETOAST_DATUM_PACKED(st->values[column]);
+
+	return VARSIZE_ANY_EXHDR(stored) == VARSIZE_ANY_EXHDR(v) &&
+		memcmp(VARDATA_ANY(stored), VARDATA_ANY(v), VARSIZE_ANY_EXHDR(v)) == 0;
+}
 
 #endif							/* IDEM_CLAIM_H */

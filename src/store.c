@@ -15,7 +15,8 @@
  *
  * Rows are read and written with heap and index calls rather than SPI: the
  * claim path is what every payment runs, and the executor's per-statement
- * set-up would cost more than the work itself.
+ * set-up would cost more than the work itself.  That is safe only on tables
+ * as the install scripts created them, which store_shape.c checks.
  */
 #include "postgres.h"
 
@@ -24,15 +25,7 @@
 #include "access/htup_details.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/index.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_am.h"
-#include "catalog/pg_collation.h"
-#include "catalog/pg_constraint.h"
-#include "catalog/pg_index.h"
-#include "catalog/pg_rewrite.h"
-#include "catalog/pg_type.h"
-#include "commands/defrem.h"
 #include "commands/sequence.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
@@ -41,17 +34,16 @@
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "storage/predicate.h"
-#include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
 
 #include "idem.h"
 #include "store.h"
+#include "store_internal.h"
 
 /*
  * locktag_field4 of idem's key locks.  PostgreSQL's own advisory locks use 1
@@ -83,75 +75,6 @@ static bool callback_registered = false;
  */
 static uint64 invalidations[IDEM_NTABLES] = {1, 1, 1};
 static uint64 checked[IDEM_NTABLES] = {0, 0, 0};
-
-static const char *const heap_names[IDEM_NTABLES] = {"keys", "webhooks", "webhook_sources"};
-static const char *const pkey_names[IDEM_NTABLES] = {"keys_pkey", "webhooks_pkey",
-"webhook_sources_pkey"};
-static const char *const expires_names[IDEM_NTABLES] = {"keys_expires_at_idx",
-"webhooks_expires_at_idx", NULL};
-
-/* A column as idem--1.0.sql creates it */
-typedef struct StoreColumn
-{
-	const char *name;
-	Oid			type;
-	bool		notnull;
-	bool		bytewise;		/* collation "C": the key lookups compare bytes */
-} StoreColumn;
-
-static const StoreColumn keys_columns[KEYS_NATTS] = {
-	[KEYS_SCOPE] = {"scope", TEXTOID, true, true},
-	[KEYS_KEY] = {"key", TEXTOID, true, true},
-	[KEYS_STATE] = {"state", TEXTOID, true, false},
-	[KEYS_TOKEN] = {"token", INT8OID, true, false},
-	[KEYS_ATTEMPT] = {"attempt", INT4OID, true, false},
-	[KEYS_FINGERPRINT] = {"fingerprint", BYTEAOID, false, false},
-	[KEYS_LEASE_UNTIL] = {"lease_until", TIMESTAMPTZOID, false, false},
-	[KEYS_CHECKPOINT] = {"checkpoint", TEXTOID, false, false},
-	[KEYS_CHECKPOINT_DATA] = {"checkpoint_data", JSONBOID, false, false},
-	[KEYS_RESPONSE] = {"response", JSONBOID, false, false},
-	[KEYS_CREATED_AT] = {"created_at", TIMESTAMPTZOID, true, false},
-	[KEYS_COMPLETED_AT] = {"completed_at", TIMESTAMPTZOID, false, false},
-	[KEYS_EXPIRES_AT] = {"expires_at", TIMESTAMPTZOID, true, false},
-	[KEYS_HTTP_STATUS] = {"http_status", INT2OID, false, false},
-	[KEYS_BODY] = {"body", TEXTOID, false, false},
-};
-
-static const StoreColumn webhooks_columns[WEBHOOKS_NATTS] = {
-	[WEBHOOKS_SOURCE] = {"source", TEXTOID, true, true},
-	[WEBHOOKS_EVENT_ID] = {"event_id", TEXTOID, true, true},
-	[WEBHOOKS_RECEIVED_AT] = {"received_at", TIMESTAMPTZOID, true, false},
-	[WEBHOOKS_EXPIRES_AT] = {"expires_at", TIMESTAMPTZOID, true, false},
-};
-
-static const StoreColumn sources_columns[SOURCES_NATTS] = {
-	[SOURCES_SOURCE] = {"source", TEXTOID, true, true},
-	[SOURCES_SCHEME] = {"scheme", TEXTOID, true, false},
-	[SOURCES_SECRETS] = {"secrets", TEXTARRAYOID, true, false},
-	[SOURCES_TOLERANCE] = {"tolerance", INTERVALOID, true, false},
-	[SOURCES_ALLOWED_IPS] = {"allowed_ips", CIDRARRAYOID, false, false},
-	[SOURCES_TTL] = {"ttl", INTERVALOID, false, false},
-	[SOURCES_UPDATED_AT] = {"updated_at", TIMESTAMPTZOID, true, false},
-};
-
-/* A table as its install script creates it: columns and the indexes idem scans */
-typedef struct StoreShape
-{
-	const StoreColumn *columns;
-	int			natts;
-	int			min_natts;		/* before the update that added the last ones */
-	int			npkey;			/* columns of the primary key */
-	AttrNumber	pkey[2];		/* (key, scope), (event_id, source) or (source) */
-	AttrNumber	expires;		/* expires_at, which the purge scans; 0: none */
-} StoreShape;
-
-static const StoreShape shapes[IDEM_NTABLES] = {
-	{keys_columns, KEYS_NATTS, KEYS_NATTS_1_0, 2, {KEYS_KEY + 1, KEYS_SCOPE + 1},
-	KEYS_EXPIRES_AT + 1},
-	{webhooks_columns, WEBHOOKS_NATTS, WEBHOOKS_NATTS, 2,
-	{WEBHOOKS_EVENT_ID + 1, WEBHOOKS_SOURCE + 1}, WEBHOOKS_EXPIRES_AT + 1},
-	{sources_columns, SOURCES_NATTS, SOURCES_NATTS, 1, {SOURCES_SOURCE + 1}, 0},
-};
 
 /* Forget the cached OIDs, and checks, when one of the relations changes or goes */
 static void
@@ -208,16 +131,16 @@ store_resolve(void)
 	for (i = 0; i < IDEM_NTABLES; i++)
 	{
 		/* before ALTER EXTENSION UPDATE to 1.3 there is no sources table */
-		if (i == IDEM_SOURCES && !OidIsValid(get_relname_relid(heap_names[i], nsp)))
+		if (i == IDEM_SOURCES && !OidIsValid(get_relname_relid(idem_store_heap_names[i], nsp)))
 		{
 			oids.heap[i] = oids.pkey[i] = InvalidOid;
 			oids.expires[i] = InvalidOid;
 			continue;
 		}
-		oids.heap[i] = store_relid(nsp, heap_names[i]);
-		oids.pkey[i] = store_relid(nsp, pkey_names[i]);
-		oids.expires[i] = expires_names[i] != NULL ?
-			store_relid(nsp, expires_names[i]) : InvalidOid;
+		oids.heap[i] = store_relid(nsp, idem_store_heap_names[i]);
+		oids.pkey[i] = store_relid(nsp, idem_store_pkey_names[i]);
+		oids.expires[i] = idem_store_expires_names[i] != NULL ?
+			store_relid(nsp, idem_store_expires_names[i]) : InvalidOid;
 	}
 	oids.token_seq = store_relid(nsp, "token_seq");
 	oids.valid = true;
@@ -235,224 +158,9 @@ idem_store_table_oid(IdemTable which)
 	if (oids.valid)
 		return oids.heap[which];
 	nsp = get_namespace_oid("idem", true);
-	return OidIsValid(nsp) ? get_relname_relid(heap_names[which], nsp) : InvalidOid;
+	return OidIsValid(nsp) ? get_relname_relid(idem_store_heap_names[which], nsp) : InvalidOid;
 }
 
-/* Refuse table which, not as idem--1.0.sql made it: detail says how */
-static void
-store_refuse_shape(IdemTable which, const char *detail)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("table \"idem.%s\" is not as the idem extension created it",
-					heap_names[which]),
-			 errdetail_internal("%s", detail),
-			 errhint("Undo the change: idem reads and writes its tables directly, with the columns and indexes of its install script.")));
-}
-
-/* Check the access method and columns of a table against its install script */
-static void
-store_check_columns(Relation heap, IdemTable which)
-{
-	const StoreShape *shape = &shapes[which];
-	TupleDesc	desc = RelationGetDescr(heap);
-	int			i;
-
-	if (heap->rd_rel->relam != HEAP_TABLE_AM_OID)
-		store_refuse_shape(which, psprintf(_("It uses access method \"%s\", not heap."),
-										   get_am_name(heap->rd_rel->relam)));
-	for (i = 0; i < Min(desc->natts, shape->natts); i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-		const StoreColumn *col = &shape->columns[i];
-
-		if (att->attisdropped)
-			store_refuse_shape(which, psprintf(_("Column %d, \"%s\", was dropped."),
-											   i + 1, col->name));
-		if (strcmp(NameStr(att->attname), col->name) != 0)
-			store_refuse_shape(which, psprintf(_("Column %d is \"%s\", not \"%s\"."),
-											   i + 1, NameStr(att->attname), col->name));
-		if (att->atttypid != col->type)
-			store_refuse_shape(which, psprintf(_("Column \"%s\" has type %s, not %s."),
-											   col->name, format_type_be(att->atttypid),
-											   format_type_be(col->type)));
-		if (col->bytewise && att->attcollation != C_COLLATION_OID)
-			store_refuse_shape(which, psprintf(_("Column \"%s\" has collation \"%s\", not \"C\"."),
-											   col->name, get_collation_name(att->attcollation)));
-		if (col->notnull && !att->attnotnull)
-			store_refuse_shape(which, psprintf(_("Column \"%s\" is not NOT NULL."), col->name));
-	}
-	if (desc->natts < shape->min_natts || desc->natts > shape->natts)
-		store_refuse_shape(which, psprintf(_("It has %d columns, not %d."),
-										   desc->natts, shape->natts));
-}
-
-/*
- * Is ind a btree index of heap on exactly the columns attnums, without a
- * predicate, unique if asked, in collation "C" if asked?
- */
-static bool
-store_index_is(Relation ind, Relation heap, const AttrNumber *attnums, int n,
-			   bool unique, bool bytewise)
-{
-	int			i;
-
-	if (ind->rd_rel->relam != BTREE_AM_OID ||
-		ind->rd_index->indrelid != RelationGetRelid(heap) ||
-		IndexRelationGetNumberOfAttributes(ind) != n ||
-		(unique && !ind->rd_index->indisunique) ||
-		!heap_attisnull(ind->rd_indextuple, Anum_pg_index_indpred, NULL))
-		return false;
-	for (i = 0; i < n; i++)
-		if (ind->rd_index->indkey.values[i] != attnums[i] ||
-			(bytewise && ind->rd_indcollation[i] != C_COLLATION_OID))
-			return false;
-	return true;
-}
-
-/* Check the primary key and the expires_at index of the table st has open */
-static void
-store_check_indexes(IdemStore *st, LOCKMODE lockmode)
-{
-	const StoreShape *shape = &shapes[st->which];
-	const StoreColumn *cols = shape->columns;
-	Relation	expires;
-	bool		ok;
-
-	if (!store_index_is(st->pkey, st->heap, shape->pkey, shape->npkey, true, true))
-		store_refuse_shape(st->which,
-						   psprintf(_("Index \"idem.%s\" is not a unique btree index on (%s%s%s) in collation \"C\"."),
-									pkey_names[st->which],
-									cols[shape->pkey[0] - 1].name,
-									shape->npkey > 1 ? ", " : "",
-									shape->npkey > 1 ? cols[shape->pkey[1] - 1].name : ""));
-	if (shape->expires == 0)
-		return;
-	expires = index_open(oids.expires[st->which], lockmode);
-	ok = store_index_is(expires, st->heap, &shape->expires, 1, false, false);
-	index_close(expires, NoLock);
-	if (!ok)
-		store_refuse_shape(st->which,
-						   psprintf(_("Index \"idem.%s\" is not a btree index on (%s)."),
-									expires_names[st->which],
-									cols[shape->expires - 1].name));
-}
-
-/* The name of rule ruleid */
-static char *
-store_rule_name(Oid ruleid)
-{
-	Relation	rewrite = table_open(RewriteRelationId, AccessShareLock);
-	ScanKeyData skey;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	char	   *name = "?";
-
-	ScanKeyInit(&skey, Anum_pg_rewrite_oid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(ruleid));
-	scan = systable_beginscan(rewrite, RewriteOidIndexId, true, NULL, 1, &skey);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-		name = pstrdup(NameStr(((Form_pg_rewrite) GETSTRUCT(tup))->rulename));
-	systable_endscan(scan);
-	table_close(rewrite, AccessShareLock);
-	return name;
-}
-
-/* The schema-qualified name of relation relid, quoted as needed */
-static char *
-store_qualified_name(Oid relid)
-{
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
-}
-
-/* Refuse a table with a trigger: a foreign key's is named by its constraint */
-static void
-store_refuse_trigger(Relation heap, IdemTable which, Trigger *trig)
-{
-	HeapTuple	tup = NULL;
-	Form_pg_constraint con;
-	char	   *conname;
-	Oid			from;
-	Oid			to;
-
-	if (OidIsValid(trig->tgconstraint))
-		tup = SearchSysCache1(CONSTROID, ObjectIdGetDatum(trig->tgconstraint));
-	if (!HeapTupleIsValid(tup))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("idem does not support trigger \"%s\" on table \"idem.%s\"",
-						trig->tgname, heap_names[which]),
-				 errdetail("idem reads and writes its tables directly: it would never fire the trigger."),
-				 errhint("Drop the trigger.")));
-	con = (Form_pg_constraint) GETSTRUCT(tup);
-	if (con->contype != CONSTRAINT_FOREIGN)
-	{
-		ReleaseSysCache(tup);
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("idem does not support trigger \"%s\" on table \"idem.%s\"",
-						trig->tgname, heap_names[which]),
-				 errdetail("idem reads and writes its tables directly: it would never fire the trigger of constraint \"%s\".",
-						   NameStr(con->conname)),
-				 errhint("Drop the constraint.")));
-	}
-	conname = pstrdup(NameStr(con->conname));
-	from = con->conrelid;
-	to = con->confrelid;
-	ReleaseSysCache(tup);
-	if (from == RelationGetRelid(heap))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("idem does not support foreign key \"%s\" from table \"idem.%s\" to table \"%s\"",
-						conname, heap_names[which], store_qualified_name(to)),
-				 errdetail("idem writes its tables directly: it would never check the foreign key."),
-				 errhint("Drop the constraint.")));
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("idem does not support foreign key \"%s\" from table \"%s\" to table \"idem.%s\"",
-					conname, store_qualified_name(from), heap_names[which]),
-			 errdetail("idem deletes expired rows directly: it would leave rows of table \"%s\" referring to rows that are gone.",
-					   store_qualified_name(from)),
-			 errhint("Drop the constraint.")));
-}
-
-/*
- * Refuse a table with anything that idem, which writes without the
- * executor, would bypass: triggers (foreign keys in either direction are
- * triggers on it too), CHECK constraints, rules and row-level security.
- */
-static void
-store_check_bypassed(Relation heap, IdemTable which)
-{
-	TupleConstr *constr = RelationGetDescr(heap)->constr;
-
-	if (heap->trigdesc != NULL && heap->trigdesc->numtriggers > 0)
-		store_refuse_trigger(heap, which, &heap->trigdesc->triggers[0]);
-	if (constr != NULL && constr->num_check > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("idem does not support check constraint \"%s\" on table \"idem.%s\"",
-						constr->check[0].ccname, heap_names[which]),
-				 errdetail("idem writes its tables directly: it would never check the constraint."),
-				 errhint("Drop the constraint.")));
-	if (heap->rd_rules != NULL && heap->rd_rules->numLocks > 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("idem does not support rule \"%s\" on table \"idem.%s\"",
-						store_rule_name(heap->rd_rules->rules[0]->ruleId),
-						heap_names[which]),
-				 errdetail("idem reads and writes its tables directly: it would never apply the rule."),
-				 errhint("Drop the rule.")));
-	if (heap->rd_rel->relrowsecurity)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("idem does not support row-level security on table \"idem.%s\"",
-						heap_names[which]),
-				 errdetail("idem reads and writes its tables directly: no policy would limit what its functions read or write."),
-				 errhint("Disable row-level security on the table, and grant EXECUTE on idem's functions only to roles that may use every scope.")));
-}
 
 /*
  * Check, once per change of the table, that the table st has open is as
@@ -464,9 +172,9 @@ store_check_table(IdemStore *st, LOCKMODE lockmode)
 	/* invalidations that arrive while checking make the next call check again */
 	uint64		seen = invalidations[st->which];
 
-	store_check_columns(st->heap, st->which);
-	store_check_indexes(st, lockmode);
-	store_check_bypassed(st->heap, st->which);
+	idem_store_check_columns(st->heap, st->which);
+	idem_store_check_indexes(st, oids.expires[st->which], lockmode);
+	idem_store_check_bypassed(st->heap, st->which);
 	checked[st->which] = seen;
 }
 
@@ -496,7 +204,7 @@ idem_store_open(IdemStore *st, IdemTable which, bool write)
 	if (!OidIsValid(oids.heap[which]))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("relation \"idem.%s\" does not exist", heap_names[which]),
+				 errmsg("relation \"idem.%s\" does not exist", idem_store_heap_names[which]),
 				 errhint("Run ALTER EXTENSION idem UPDATE.")));
 	st->which = which;
 	st->heap = table_open(oids.heap[which], lockmode);
@@ -592,7 +300,7 @@ idem_store_lock_held(IdemTable which, text *a, text *b)
 static int
 store_scankeys(IdemStore *st, ScanKeyData *skey, text *a, text *b)
 {
-	if (shapes[st->which].npkey == 1)
+	if (idem_store_shapes[st->which].npkey == 1)
 	{
 		ScanKeyEntryInitialize(&skey[0], 0, 1, BTEqualStrategyNumber, InvalidOid,
 							   st->pkey->rd_indcollation[0], F_TEXTEQ,
@@ -618,12 +326,12 @@ store_take_row(IdemStore *st)
 	slot_getallattrs(st->slot);
 	st->values = st->slot->tts_values;
 	st->nulls = st->slot->tts_isnull;
-	if (natts < shapes[st->which].natts)
+	if (natts < idem_store_shapes[st->which].natts)
 	{
 		/* a table not yet updated: the later columns read as null */
 		memcpy(st->padded_values, st->values, sizeof(Datum) * natts);
 		memcpy(st->padded_nulls, st->nulls, sizeof(bool) * natts);
-		memset(st->padded_nulls + natts, true, shapes[st->which].natts - natts);
+		memset(st->padded_nulls + natts, true, idem_store_shapes[st->which].natts - natts);
 		st->values = st->padded_values;
 		st->nulls = st->padded_nulls;
 	}
@@ -867,10 +575,10 @@ idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("could not serialize access due to concurrent update"),
 				 errdetail("A row of idem.%s was changed by a statement outside idem.",
-						   heap_names[st->which])));
+						   idem_store_heap_names[st->which])));
 	if (result != TM_Ok)
 		elog(ERROR, "unexpected heap_update status %u on idem.%s",
-			 result, heap_names[st->which]);
+			 result, idem_store_heap_names[st->which]);
 
 	st->written = tup->t_self;
 	if (index_entries != IDEM_INDEX_NONE)

@@ -1,0 +1,45 @@
+/*
+ * store_internal.h
+ *		What store.c and store_shape.c share: the shape of idem's tables as
+ *		their install scripts create them, and the checks against it.
+ *		Not for the rest of idem, which goes through store.h.
+ */
+#ifndef IDEM_STORE_INTERNAL_H
+#define IDEM_STORE_INTERNAL_H
+
+#include "store.h"
+
+#include "storage/lockdefs.h"
+
+/* A column as idem--1.0.sql creates it */
+typedef struct StoreColumn
+{
+	const char *name;
+	Oid			type;
+	bool		notnull;
+	bool		bytewise;		/* collation "C": the key lookups compare bytes */
+} StoreColumn;
+
+/* A table as its install script creates it: columns and the indexes idem scans */
+typedef struct StoreShape
+{
+	const StoreColumn *columns;
+	int			natts;
+	int			min_natts;		/* before the update that added the last ones */
+	int			npkey;			/* columns of the primary key */
+	AttrNumber	pkey[2];		/* (key, scope), (event_id, source) or (source) */
+	AttrNumber	expires;		/* expires_at, which the purge scans; 0: none */
+} StoreShape;
+
+/* The names the install scripts give idem's tables and their indexes */
+extern const char *const idem_store_heap_names[IDEM_NTABLES];
+extern const char *const idem_store_pkey_names[IDEM_NTABLES];
+extern const char *const idem_store_expires_names[IDEM_NTABLES];	/* NULL: none */
+
+extern const StoreShape idem_store_shapes[IDEM_NTABLES];
+
+extern void idem_store_check_columns(Relation heap, IdemTable which);
+extern void idem_store_check_indexes(IdemStore *st, Oid expires_oid, LOCKMODE lockmode);
+extern void idem_store_check_bypassed(Relation heap, IdemTable which);
+
+#endif							/* IDEM_STORE_INTERNAL_H */
