@@ -1,6 +1,6 @@
 -- A webhook handler that updates an order, delivered five times: the order
 -- is paid once and the delivery recorded once.  The handler is the one of
--- doc/webhooks.md ("A webhook handler, ready to paste"), copied verbatim; the
+-- doc/webhooks/stripe.md ("The handler"), copied verbatim; the
 -- deliveries are signed here with pgcrypto's hmac(), independent of idem.
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS idem;
@@ -26,7 +26,7 @@ CREATE TABLE orders (
     refunded_at timestamptz
 );
 
--- the source and the handler of doc/webhooks.md; the source's addresses
+-- the source and the handler of doc/webhooks/stripe.md; the source's addresses
 -- are documentation ranges, as in the doc
 SELECT idem_webhook_source_set(
     'stripe', 'stripe', ARRAY['whsec_regress_webhook_secret'],

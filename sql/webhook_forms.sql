@@ -276,9 +276,9 @@ SELECT idem_webhook_verify('unionpay', :'alipay_key', NULL, NULL);
 SELECT idem_webhook_verify('unionpay', :'unionpay_middle', NULL, NULL);
 
 --
--- The handlers of doc/webhooks.md
+-- The handlers of doc/webhooks/alipay.md and doc/webhooks/unionpay.md
 --
--- Keep in sync with doc/webhooks.md: the helper and the two handlers.  The
+-- Keep in sync with those pages: the helper and the two handlers.  The
 -- sources' addresses are documentation ranges, as in the doc.
 -- The value of a parameter of a form body, decoded ("+" is a space, %XX a
 -- byte, the bytes UTF-8); NULL when it is absent or empty.  Only for a body

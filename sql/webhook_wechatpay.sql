@@ -422,7 +422,7 @@ SELECT idem_wechatpay_decrypt('short', NULL);
 SELECT provolatile, proparallel, proisstrict FROM pg_proc WHERE proname = 'idem_wechatpay_decrypt';
 
 --
--- The source and the handler of doc/webhooks.md (copied verbatim), with
+-- The source and the handler of doc/webhooks/wechatpay.md (copied verbatim), with
 -- the test notification.  Its timestamp is from 2023: the source is set
 -- with the default tolerance to see it refused, then with a tolerance that
 -- reaches back to it for the deliveries.  The addresses are documentation

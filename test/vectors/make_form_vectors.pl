@@ -114,8 +114,8 @@ setvar('alipay_form_signed_sorted_by_case', $fv->alipay_form('alipay', 'RSA2', $
 	content => join('&', map { "$_->[0]=$_->[1]" }
 		  sort { lc($a->[0]) cmp lc($b->[0]) } grep { $_->[1] ne '' } @$utf8)));
 
-# for the handler of doc/webhooks.md: another application's notification,
-# and the closing of an order left unpaid
+# for the handlers of doc/webhooks/alipay.md and unionpay.md: another
+# application's notification, and the closing of an order left unpaid
 my %change = (app_id => '2021000000000002');
 setvar('alipay_form_other_app', $fv->alipay_form('alipay', 'RSA2',
 	[ map { $change{ $_->[0] } ? [ $_->[0], $change{ $_->[0] } ] : $_ } @$utf8 ]));
