@@ -113,6 +113,9 @@ static HTAB *claims = NULL;
  */
 static int	pending_made = 0;
 
+/* A claim of this transaction was marked must_finish (rule 6) */
+static bool must_finish_made = false;
+
 /* Hash a ClaimName pointer by the bytes it points to */
 static uint32
 claim_name_hash(const void *key, Size keysize)
@@ -247,6 +250,18 @@ idem_claim_memory_write(IdemClaim *claim)
 	idem_store_close(&st);
 }
 
+/* Mark this transaction's claim of (scope, key) as one to finish in it (rule 6) */
+void
+idem_claim_memory_must_finish(text *scope, text *key)
+{
+	IdemClaim  *claim = idem_claim_memory_find(scope, key);
+
+	if (claim == NULL)
+		return;
+	claim->must_finish = true;
+	must_finish_made = true;
+}
+
 /*
  * Is a claim that must be finished in its transaction (must_finish) still
  * in progress?  Pending, or its row, as this transaction left it, says so.
@@ -316,9 +331,13 @@ claim_memory_xact_callback(XactEvent event, void *arg)
 		if (claims == NULL)
 			return;
 		claim_memory_check();
-		PushActiveSnapshot(GetTransactionSnapshot());
-		claim_memory_check_finished();
-		PopActiveSnapshot();
+		/* only a transaction that marked a claim reads rows back for it */
+		if (must_finish_made)
+		{
+			PushActiveSnapshot(GetTransactionSnapshot());
+			claim_memory_check_finished();
+			PopActiveSnapshot();
+		}
 		hash_seq_init(&status, claims);
 		while ((entry = hash_seq_search(&status)) != NULL)
 		{
@@ -345,6 +364,7 @@ claim_memory_xact_callback(XactEvent event, void *arg)
 	/* the table lives in TopTransactionContext and goes with it */
 	claims = NULL;
 	pending_made = 0;
+	must_finish_made = false;
 }
 
 /*

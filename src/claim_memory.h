@@ -40,6 +40,7 @@ struct IdemStore;
 extern void idem_claim_memory_init(void);
 extern IdemClaim *idem_claim_memory_add(text *scope, text *key, bool pending);
 extern IdemClaim *idem_claim_memory_find(text *scope, text *key);
+extern void idem_claim_memory_must_finish(text *scope, text *key);
 extern void idem_claim_memory_written(IdemClaim *claim, struct IdemStore *st);
 extern int	idem_claim_memory_pending_made(void);
 extern void idem_claim_memory_row(IdemClaim *claim, Datum *values, bool *nulls);

@@ -267,12 +267,7 @@ idem_http_claim(PG_FUNCTION_ARGS)
 	 * not commit the claim unfinished (claim_memory.c says why).
 	 */
 	if (answer.counted == IDEM_STAT_CLAIMED && PG_ARGISNULL(4) && !IsTransactionBlock())
-	{
-		IdemClaim  *claim = idem_claim_memory_find(scope, key);
-
-		if (claim != NULL)
-			claim->must_finish = true;
-	}
+		idem_claim_memory_must_finish(scope, key);
 	http_from_claim(&answer, out, outnulls);
 	idem_stats_count(answer.counted, 1);
 	PG_RETURN_DATUM(idem_result_row(fcinfo, out, outnulls));
