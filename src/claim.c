@@ -224,10 +224,10 @@ claim_decide(IdemStore *st, IdemFetch fetched, bytea *fp, TimestampTz now)
 		return DECIDE_TAKE;
 	if (fingerprint_differs(st, fp))
 		return DECIDE_MISMATCH;
-	if (state_is(st, "completed") || state_is(st, "failed"))
+	if (idem_store_state_is(st, "completed") || idem_store_state_is(st, "failed"))
 		return DECIDE_REPLAY;
 	/* a live attempt; also one of this very transaction, which must not run twice */
-	if (state_is(st, "processing") &&
+	if (idem_store_state_is(st, "processing") &&
 		(st->own || DatumGetTimestampTz(st->values[KEYS_LEASE_UNTIL]) > now))
 		return DECIDE_IN_PROGRESS;
 	return DECIDE_TAKE;

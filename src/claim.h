@@ -48,16 +48,6 @@ struct IdemClaim;
 extern void idem_claim_pending_as_found(IdemStore *st, struct IdemClaim *claim,
 										Datum *values, bool *nulls);
 
-/* Is the row's state this one? */
-static inline bool
-state_is(IdemStore *st, const char *state)
-{
-	text	   *t = DatumGetTextPP(st->values[KEYS_STATE]);
-
-	return VARSIZE_ANY_EXHDR(t) == strlen(state) &&
-		memcmp(VARDATA_ANY(t), state, strlen(state)) == 0;
-}
-
 /*
  * Has the found row expired, so that it counts as absent?  Never a row this
  * transaction wrote: its claim is as live as the transaction, whatever its

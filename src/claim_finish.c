@@ -129,7 +129,7 @@ finish_check_owner(IdemStore *st, IdemFetch fetched, TimestampTz now,
 				 errmsg("%s: key \"%s\" has no claim", fname, text_to_cstring(key)),
 				 errdetail("No live row exists for this key in scope \"%s\".", text_to_cstring(scope)),
 				 errhint("Call idem_claim first.")));
-	if (state_is(st, "completed") || state_is(st, "failed"))
+	if (idem_store_state_is(st, "completed") || idem_store_state_is(st, "failed"))
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEM_ALREADY_FINISHED),
 				 errmsg("%s: key \"%s\" is already finished", fname, text_to_cstring(key)),
@@ -140,7 +140,7 @@ finish_check_owner(IdemStore *st, IdemFetch fetched, TimestampTz now,
 				 errmsg("%s: key \"%s\" was not claimed in this transaction", fname, text_to_cstring(key)),
 				 errhint("Pass the token that idem_claim returned.")));
 	current = DatumGetInt64(st->values[KEYS_TOKEN]);
-	if (state_is(st, "released") || token != current)
+	if (idem_store_state_is(st, "released") || token != current)
 	{
 		/* counters are not transactional: this one outlives the error */
 		idem_stats_count(IDEM_STAT_STALE_TOKENS, 1);

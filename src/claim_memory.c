@@ -277,7 +277,7 @@ claim_unfinished(IdemClaim *claim)
 	idem_store_open(&st, IDEM_KEYS, false);
 	unfinished = idem_store_fetch_own(&st, &claim->tid, claim->filenode) &&
 		DatumGetInt64(st.values[KEYS_TOKEN]) == claim->token &&
-		strcmp(TextDatumGetCString(st.values[KEYS_STATE]), "processing") == 0;
+		idem_store_state_is(&st, "processing");
 	idem_store_close(&st);
 	return unfinished;
 }

@@ -116,6 +116,16 @@ typedef enum IdemFetch
 	IDEM_FETCH_BUSY				/* nowait, and another transaction writes it */
 } IdemFetch;
 
+/* Is the state of the idem.keys row in st this one? */
+static inline bool
+idem_store_state_is(IdemStore *st, const char *state)
+{
+	text	   *t = DatumGetTextPP(st->values[KEYS_STATE]);
+
+	return VARSIZE_ANY_EXHDR(t) == strlen(state) &&
+		memcmp(VARDATA_ANY(t), state, strlen(state)) == 0;
+}
+
 extern void idem_store_open(IdemStore *st, IdemTable which, bool write);
 extern void idem_store_close(IdemStore *st);
 extern bool idem_store_lock(IdemTable which, text *a, text *b, bool nowait);
