@@ -160,6 +160,7 @@ static void
 http_from_claim(IdemClaimAnswer *answer, Datum *out, bool *outnulls)
 {
 	char	   *status = TextDatumGetCString(answer->values[CLAIM_STATUS]);
+	text	   *body = answer->body;
 
 	out[HTTP_TOKEN] = answer->values[CLAIM_TOKEN];
 	outnulls[HTTP_TOKEN] = answer->nulls[CLAIM_TOKEN];
@@ -170,36 +171,41 @@ http_from_claim(IdemClaimAnswer *answer, Datum *out, bool *outnulls)
 	out[HTTP_CHECKPOINT_DATA] = answer->values[CLAIM_CHECKPOINT_DATA];
 	outnulls[HTTP_CHECKPOINT_DATA] = answer->nulls[CLAIM_CHECKPOINT_DATA];
 
-	if (strcmp(status, "claimed") == 0)
+	/* the counter a claim adds to says which answer it is */
+	switch (answer->counted)
 	{
-		out[HTTP_STATUS] = answer->values[CLAIM_STATUS];
-		outnulls[HTTP_STATUS] = false;
+		case IDEM_STAT_CLAIMED:
+			out[HTTP_STATUS] = answer->values[CLAIM_STATUS];
+			outnulls[HTTP_STATUS] = false;
+			break;
+		case IDEM_STAT_REPLAYED:
+			/*
+			 * completed or failed; a key finished by idem_complete or
+			 * idem_fail has no body: its jsonb's text
+			 */
+			if (body == NULL && !answer->nulls[CLAIM_RESPONSE])
+				body = cstring_to_text(JsonbToCString(NULL,
+													  &DatumGetJsonbP(answer->values[CLAIM_RESPONSE])->root,
+													  -1));
+			http_set(out, outnulls, status,
+					 answer->http_status != 0 ? answer->http_status :
+					 strcmp(status, "completed") == 0 ? 200 : 400,
+					 body, "application/json");
+			break;
+		case IDEM_STAT_IN_PROGRESS:
+			http_set(out, outnulls, status, 409, cstring_to_text(problem_in_progress),
+					 "application/problem+json");
+			out[HTTP_RETRY_AFTER] =
+				Int32GetDatum(http_retry_seconds(DatumGetIntervalP(answer->values[CLAIM_RETRY_AFTER])));
+			outnulls[HTTP_RETRY_AFTER] = false;
+			break;
+		case IDEM_STAT_MISMATCHED:
+			http_set(out, outnulls, status, 422, cstring_to_text(problem_mismatch),
+					 "application/problem+json");
+			break;
+		default:
+			elog(ERROR, "claim answered with counter %d", (int) answer->counted);
 	}
-	else if (strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0)
-	{
-		bool		completed = (status[0] == 'c');
-		text	   *body = answer->body;
-
-		/* a key finished by idem_complete or idem_fail: its jsonb's text */
-		if (body == NULL && !answer->nulls[CLAIM_RESPONSE])
-			body = cstring_to_text(JsonbToCString(NULL,
-												  &DatumGetJsonbP(answer->values[CLAIM_RESPONSE])->root,
-												  -1));
-		http_set(out, outnulls, status,
-				 answer->http_status != 0 ? answer->http_status : (completed ? 200 : 400),
-				 body, "application/json");
-	}
-	else if (strcmp(status, "in_progress") == 0)
-	{
-		http_set(out, outnulls, status, 409, cstring_to_text(problem_in_progress),
-				 "application/problem+json");
-		out[HTTP_RETRY_AFTER] =
-			Int32GetDatum(http_retry_seconds(DatumGetIntervalP(answer->values[CLAIM_RETRY_AFTER])));
-		outnulls[HTTP_RETRY_AFTER] = false;
-	}
-	else
-		http_set(out, outnulls, status, 422, cstring_to_text(problem_mismatch),
-				 "application/problem+json");
 }
 
 /*
