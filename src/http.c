@@ -72,20 +72,6 @@ static const char *const problem_mismatch =
 HTTP_PROBLEM("Idempotency-Key is already used", 422,
 			 "This Idempotency-Key was used with another request; send a new key for a new request.");
 
-/* Is the key argument one a claim takes (not NULL, 1 to 255 bytes)? */
-static bool
-http_key_valid(FunctionCallInfo fcinfo)
-{
-	text	   *key;
-	Size		len;
-
-	if (PG_ARGISNULL(0))
-		return false;
-	key = PG_GETARG_TEXT_PP(0);
-	len = VARSIZE_ANY_EXHDR(key);
-	return len > 0 && len <= IDEM_MAX_KEY_BYTES;
-}
-
 /* Whole seconds to wait, rounded up and at least 1, from an interval */
 static int32
 http_retry_seconds(Interval *iv)
@@ -229,7 +215,7 @@ idem_http_claim(PG_FUNCTION_ARGS)
 	TimestampTz deadline = 0;
 
 	memset(outnulls, true, sizeof(outnulls));
-	if (!http_key_valid(fcinfo))
+	if (!idem_arg_key_valid(fcinfo, 0))
 	{
 		http_set(out, outnulls, "bad_key", 400, cstring_to_text(problem_bad_key),
 				 "application/problem+json");

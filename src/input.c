@@ -52,6 +52,18 @@ idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what)
 	return input_text(fcinfo, argno, what, false);
 }
 
+/* Would idem_arg_key accept this argument? For calls that answer, not raise */
+bool
+idem_arg_key_valid(FunctionCallInfo fcinfo, int argno)
+{
+	Size		len;
+
+	if (PG_ARGISNULL(argno))
+		return false;
+	len = VARSIZE_ANY_EXHDR(PG_GETARG_TEXT_PP(argno));
+	return len > 0 && len <= IDEM_MAX_KEY_BYTES;
+}
+
 /* A scope or source: not NULL, at most 255 bytes, may be empty */
 text *
 idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what)

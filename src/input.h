@@ -12,6 +12,7 @@
 #include "fmgr.h"
 
 extern text *idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what);
+extern bool idem_arg_key_valid(FunctionCallInfo fcinfo, int argno);
 extern text *idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what);
 extern Interval *idem_arg_interval(FunctionCallInfo fcinfo, int argno,
 								   const char *what, int default_secs);
