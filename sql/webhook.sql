@@ -174,12 +174,15 @@ FROM handle_stripe_webhook(:'forged', pg_temp.sign(:'forged', 'whsec_not_the_sec
 -- so is a tampered body with a genuine signature
 SELECT http_status, outcome
 FROM handle_stripe_webhook(replace(:'paid_42', '42', '43'), pg_temp.sign(:'paid_42'), '192.0.2.10');
--- so is a genuine delivery from an address the source does not allow, or
--- from a proxy's address (an IPv4 client seen as IPv6 included)
+-- so is a genuine delivery from an address the source does not allow
+-- (written as IPv4, or IPv4-mapped IPv6 as dual-stack servers report it),
+-- or whose address the handler lost
 SELECT http_status, outcome
 FROM handle_stripe_webhook(:'forged', pg_temp.sign(:'forged'), '203.0.113.7');
 SELECT http_status, outcome
-FROM handle_stripe_webhook(:'forged', pg_temp.sign(:'forged'), '::ffff:192.0.2.10');
+FROM handle_stripe_webhook(:'forged', pg_temp.sign(:'forged'), '::ffff:203.0.113.7');
+SELECT http_status, outcome
+FROM handle_stripe_webhook(:'forged', pg_temp.sign(:'forged'), NULL);
 SELECT count(*) AS forged_records FROM idem.webhooks WHERE event_id = 'evt_regress_forged';
 SELECT status FROM orders WHERE id = 42;
 

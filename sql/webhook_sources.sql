@@ -317,16 +317,41 @@ SELECT * FROM idem_webhook_receive('r-stripe-5min', '{"id": "evt_old"}',
 DROP EXTENSION pgcrypto;
 \endif
 
--- NULLs: the source and payload and headers must be given (22004); a NULL
--- client address skips the address check
+-- NULLs: the source and payload and headers must be given (22004)
 SELECT pg_temp.err($$SELECT idem_webhook_receive(NULL, 'p', '{}')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_receive('r-github', NULL, '{}')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_receive('r-github', 'p', NULL)$$);
-SELECT status, reason FROM idem_webhook_receive('r-github-ip', :'gh_payload', :'gh_headers', NULL);
--- and in an allowed network it goes on to the signature
-SELECT status, event_id FROM idem_webhook_receive('r-github-ip', :'gh_payload',
-    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', 'gh-ip-2'),
-    '2001:db8::17');
+-- A source that lists addresses fails closed: a genuine delivery whose
+-- address is unknown (NULL) or a network rather than one host is "ip";
+-- an IPv4-mapped IPv6 address counts as its IPv4 form.  An allowed host
+-- goes on to the signature.
+SELECT label, r.status, r.event_id, r.reason
+FROM (VALUES ('unknown', NULL::inet, 'gh-ip-1'),
+             ('a v4 network', '192.0.2.0/24', 'gh-ip-2'),
+             ('a v4 host with its mask', '192.0.2.10/24', 'gh-ip-3'),
+             ('a v6 network', '2001:db8::/64', 'gh-ip-4'),
+             ('v4-mapped, outside', '::ffff:198.51.100.7', 'gh-ip-5'),
+             ('v4-mapped network', '::ffff:192.0.2.0/120', 'gh-ip-6'),
+             ('v4-compatible, not mapped', '::192.0.2.10', 'gh-ip-7'),
+             ('v6', '2001:db8::17', 'gh-ip-10'),
+             ('v4', '192.0.2.10', 'gh-ip-11'),
+             ('v4 /32', '192.0.2.11/32', 'gh-ip-12'),
+             ('v4-mapped', '::ffff:192.0.2.10', 'gh-ip-13'),
+             ('v4-mapped, upper case', '::FFFF:C000:020A', 'gh-ip-14')) AS c(label, ip, id),
+     idem_webhook_receive('r-github-ip', :'gh_payload',
+         jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', c.id),
+         c.ip) AS r;
+-- only the allowed hosts' deliveries were recorded
+SELECT string_agg(event_id, ' ' ORDER BY event_id) AS recorded
+FROM idem.webhooks WHERE source = 'r-github-ip' AND event_id LIKE 'gh-ip-%';
+-- a source without allowed_ips takes any address, NULL and networks included
+SELECT label, r.status, r.reason
+FROM (VALUES ('unknown', NULL::inet, 'gh-any-1'),
+             ('a network', '10.0.0.0/8', 'gh-any-2'),
+             ('v4-mapped', '::ffff:203.0.113.7', 'gh-any-3')) AS c(label, ip, id),
+     idem_webhook_receive('r-github', :'gh_payload',
+         jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', c.id),
+         c.ip) AS r;
 
 -- rotation: with two secrets both verify; replacing the list takes effect
 -- at the next call

@@ -7,8 +7,8 @@
  * cache (source_cache.c), the record of deliveries (record.c) and the rest
  * of idem (stats, input).
  *
- * In this order: the source is known, the client address (when given and
- * the source lists addresses) is allowed, the signature verifies with one
+ * In this order: the source is known, the client address (when the source
+ * lists addresses) is allowed, the signature verifies with one
  * of the source's secrets, the event id is found where the scheme's entry
  * in the registry says, and the delivery is recorded as idem_webhook
  * records it (record.c, the same code).  A rejection writes nothing and
@@ -23,6 +23,8 @@
  * for the second check.
  */
 #include "postgres.h"
+
+#include <sys/socket.h>
 
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
@@ -44,15 +46,49 @@ typedef enum ReceiveVerdict
 	VERDICT_FORGED
 } ReceiveVerdict;
 
-/* Is the client address within one of the source's allowed networks? */
+/* Is addr inside one of the source's allowed networks? */
 static bool
-receive_ip_allowed(const WebhookSource *src, Datum client_ip)
+receive_ip_in_nets(const WebhookSource *src, inet *addr)
 {
 	for (int i = 0; i < src->nnets; i++)
 		if (!src->net_nulls[i] &&
-			DatumGetBool(DirectFunctionCall2(network_subeq, client_ip, src->nets[i])))
+			DatumGetBool(DirectFunctionCall2(network_subeq, InetPGetDatum(addr),
+											 src->nets[i])))
 			return true;
 	return false;
+}
+
+/*
+ * May a delivery from client_ip reach a source that lists addresses?  Only
+ * a known host address inside one of them: a NULL (a lost proxy header, a
+ * Unix-socket peer) or a network is refused, so that a handler that loses
+ * the address does not turn the list off.  An IPv4-mapped IPv6 address
+ * (::ffff:192.0.2.10, as dual-stack servers report an IPv4 peer) is also
+ * checked as its IPv4 form.
+ */
+static bool
+receive_ip_allowed(const WebhookSource *src, FunctionCallInfo fcinfo)
+{
+	static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	inet	   *addr;
+	inet	   *v4;
+
+	if (PG_ARGISNULL(3))
+		return false;
+	addr = PG_GETARG_INET_PP(3);
+	if (ip_bits(addr) != ip_maxbits(addr))
+		return false;
+	if (receive_ip_in_nets(src, addr))
+		return true;
+	if (ip_family(addr) != PGSQL_AF_INET6 ||
+		memcmp(ip_addr(addr), v4mapped, sizeof(v4mapped)) != 0)
+		return false;
+	v4 = palloc0(sizeof(inet));
+	ip_family(v4) = PGSQL_AF_INET;
+	ip_bits(v4) = 32;
+	memcpy(ip_addr(v4), ip_addr(addr) + sizeof(v4mapped), 4);
+	SET_INET_VARSIZE(v4);
+	return receive_ip_in_nets(src, v4);
 }
 
 /* Does one of the source's secrets verify the request? */
@@ -158,8 +194,7 @@ idem_webhook_receive(PG_FUNCTION_ARGS)
 
 	if (!idem_webhook_source_read(source, &src))
 		return receive_reject(fcinfo, "unknown_source");
-	if (!PG_ARGISNULL(3) && src.nets != NULL &&
-		!receive_ip_allowed(&src, PG_GETARG_DATUM(3)))
+	if (src.nets != NULL && !receive_ip_allowed(&src, fcinfo))
 		return receive_reject(fcinfo, "ip");
 
 	req.payload = idem_slice_of_text(PG_GETARG_TEXT_PP(1));
