@@ -1,19 +1,19 @@
 #!/usr/bin/perl
-# doc/clients.md shows the example services and the queue consumer as the
-# tests run them: after each line "<!-- file: PATH -->" comes a fenced block
-# holding PATH (relative to the top of the tree) exactly.
-#   perl test/clients_doc.pl --write   copies the files into the blocks
-#   perl test/clients_doc.pl --check   lists the blocks that differ; exits 1
-#                                      if any does, or a file is missing
+# doc/clients.md shows excerpts of the example services and the queue
+# consumer, and readers copy them: each must be the code the tests run.
+# After each line "<!-- file: PATH -->" comes a fenced block whose lines are
+# lines of PATH (relative to the top of the tree), verbatim, whole and in
+# order; a line of only "..." (indented or not) stands for lines left out.
+#   perl test/clients_doc.pl [DOC]   lists the blocks of DOC (by default
+#                                    doc/clients.md) that are not in their
+#                                    file; exits 1 if any is not
 use strict;
 use warnings;
 
 use FindBin;
 
-my $mode = shift // '--check';
-die "usage: $0 --write|--check\n" unless $mode =~ /^--(write|check)$/;
 my $root = "$FindBin::RealBin/..";
-my $doc = "$root/doc/clients.md";
+my $doc = shift // "$root/doc/clients.md";
 
 # The text of a file, or undef if there is none
 sub slurp
@@ -27,27 +27,28 @@ sub slurp
 my $text = slurp($doc) // die "cannot read $doc\n";
 my @stale;
 my $n = 0;
-$text =~ s{(<!-- file: (\S+) -->\n```(\w*)\n)(.*?)(```\n)}{
-	my ($head, $path, $body, $tail) = ($1, $2, $4, $5);
+while ($text =~ /<!-- file: (\S+) -->\n(?:```\w*\n(.*?)^```$)?/gms)
+{
+	my ($path, $block) = ($1, $2);
 	my $file = slurp("$root/$path");
 	$n++;
-	if (!defined $file) { push @stale, "$path: no such file"; $head . $body . $tail }
-	else
+	if (!defined $block) { push @stale, "$path: no fenced block after its marker"; next }
+	if (!defined $file) { push @stale, "$path: no such file"; next }
+	$file .= "\n" unless $file =~ /\n\z/;
+
+	# Each run of lines between "..." lines is in the file, whole lines,
+	# after the run before it
+	my @runs = grep { $_ ne '' } split(/^[ \t]*\.\.\.\n/m, $block);
+	push @stale, "$path: an empty block" unless @runs;
+	my $at = 0;
+	for my $run (@runs)
 	{
-		$file .= "\n" unless $file =~ /\n\z/;
-		push @stale, "$path: the block differs from the file" if $file ne $body;
-		$head . $file . $tail;
+		$at = index("\n$file", "\n$run", $at);
+		if ($at < 0) { push @stale, "$path: these lines are not in the file (after the lines before them):\n$run"; last }
+		$at += length($run);
 	}
-}gse;
+}
 die "no <!-- file: ... --> block in $doc\n" if $n == 0;
 
-if ($mode eq '--write')
-{
-	open(my $fh, '>', $doc) or die "cannot write $doc: $!\n";
-	print $fh $text;
-	close $fh;
-	print "$doc: $n blocks\n";
-	exit 0;
-}
 print "$_\n" for @stale;
 exit(@stale ? 1 : 0);

@@ -1,22 +1,34 @@
-# doc/clients.md shows the code that the client tests run: every block
-# marked with a file holds that file exactly, and every example service
-# and the queue consumer has its block.
+# doc/clients.md shows excerpts of the code that the client tests run: every
+# block marked with a file is lines of that file, verbatim and in order, and
+# every example service and the queue consumer has its block.  A copy of the
+# page with one changed character in a block fails the check.
 use strict;
 use warnings;
 
+use File::Temp qw(tempdir);
 use FindBin;
 use Test::More;
 
 my $root = "$FindBin::RealBin/../..";
-my $out = `perl $root/test/clients_doc.pl --check 2>&1`;
-is($?, 0, 'every code block of doc/clients.md is the file it names') or diag($out);
+my $out = `perl $root/test/clients_doc.pl 2>&1`;
+is($?, 0, 'every code block of doc/clients.md is lines of the file it names') or diag($out);
 
 open(my $fh, '<', "$root/doc/clients.md") or die "doc/clients.md: $!";
-my %shown = map { $_ => 1 } join('', <$fh>) =~ /<!-- file: (\S+) -->/g;
+my $text = join('', <$fh>);
+my %shown = map { $_ => 1 } $text =~ /<!-- file: (\S+) -->/g;
 for my $file (qw(examples/schema.sql examples/python/app.py examples/node/app.js
 	examples/java/Payments.java examples/go/main.go examples/queue/consumer.py))
 {
 	ok($shown{$file}, "doc/clients.md shows $file");
 }
+
+# The first line of the first block, with one more character
+my $dir = tempdir(CLEANUP => 1);
+$text =~ s/(<!-- file: \S+ -->\n```\w*\n[^\n]*)/$1x/ or die "no block in doc/clients.md";
+open($fh, '>', "$dir/clients.md") or die "$dir/clients.md: $!";
+print $fh $text;
+close $fh;
+`perl $root/test/clients_doc.pl $dir/clients.md 2>&1`;
+is($? >> 8, 1, 'the check fails when a line of a block differs from its file');
 
 done_testing();
