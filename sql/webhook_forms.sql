@@ -278,11 +278,10 @@ SELECT idem_webhook_verify('unionpay', :'unionpay_middle', NULL, NULL);
 --
 -- The handlers of doc/webhooks/alipay.md and doc/webhooks/unionpay.md
 --
--- Keep in sync with those pages: the helper and the two handlers.  The
--- sources' addresses are documentation ranges, as in the doc.
--- The value of a parameter of a form body, decoded ("+" is a space, %XX a
--- byte, the bytes UTF-8); NULL when it is absent or empty.  Only for a body
--- whose signature verifies (so no parameter is there twice).
+-- The helper and the Alipay handler are alipay.md's, verbatim (test 121
+-- checks it); the UnionPay handler is built from unionpay.md's
+-- differences.  The sources' addresses are documentation ranges.
+-- A form parameter, decoded as UTF-8; NULL when absent or empty
 CREATE FUNCTION form_value(body text, name text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT AS $$
     SELECT convert_from(string_agg(CASE WHEN t[1] LIKE '\%%' THEN decode(substr(t[1], 2), 'hex')
@@ -303,10 +302,6 @@ CREATE TABLE alipay_orders (
     paid_at      timestamptz
 );
 
--- Handle one Alipay asynchronous notification (the POST to notify_url):
--- check, record, apply.  Returns the HTTP status and the body to answer
--- (Alipay resends until it reads "success"), and what happened.  Call it
--- in its own transaction and COMMIT whatever it returns.
 CREATE FUNCTION handle_alipay_notify(body text, client_ip inet,
                                      OUT http_status int, OUT answer text,
                                      OUT outcome text)
@@ -317,15 +312,12 @@ DECLARE
     delivery  record;
     moved     bigint;
 BEGIN
-    -- a savepoint: a notification for another application is taken back
-    BEGIN
-        -- 1. Genuine, and new?  notify_id stays the same on every resend.
+    BEGIN  -- a savepoint: a notification for another application is taken back
         delivery := idem_webhook_receive('alipay', body, '{}', client_ip);
         IF delivery.status = 'rejected' THEN
             http_status := 400; answer := 'failure'; outcome := 'rejected: ' || delivery.reason;
             RETURN;
         END IF;
-        -- 2. For this application?
         IF form_value(body, 'app_id') IS DISTINCT FROM my_app_id THEN
             RAISE EXCEPTION 'notification for another application' USING ERRCODE = 'WH400';
         END IF;
@@ -338,7 +330,6 @@ BEGIN
         RETURN;
     END;
 
-    -- 3. Apply: only from WAIT_BUYER_PAY, and only for the order's amount.
     CASE form_value(body, 'trade_status')
     WHEN 'TRADE_SUCCESS', 'TRADE_FINISHED' THEN
         UPDATE alipay_orders

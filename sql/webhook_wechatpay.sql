@@ -422,7 +422,7 @@ SELECT idem_wechatpay_decrypt('short', NULL);
 SELECT provolatile, proparallel, proisstrict FROM pg_proc WHERE proname = 'idem_wechatpay_decrypt';
 
 --
--- The source and the handler of doc/webhooks/wechatpay.md (copied verbatim), with
+-- The handler of doc/webhooks/wechatpay.md (verbatim: test 121 checks), with
 -- the test notification.  Its timestamp is from 2023: the source is set
 -- with the default tolerance to see it refused, then with a tolerance that
 -- reaches back to it for the deliveries.  The addresses are documentation
@@ -437,7 +437,7 @@ CREATE TABLE wechatpay_orders (
     out_trade_no   text PRIMARY KEY,
     mchid          text NOT NULL,
     appid          text NOT NULL,
-    total          bigint NOT NULL CHECK (total > 0),   -- in fen
+    total          bigint NOT NULL CHECK (total > 0),   -- fen
     currency       text NOT NULL DEFAULT 'CNY',
     status         text NOT NULL DEFAULT 'NOTPAY'
                    CHECK (status IN ('NOTPAY', 'SUCCESS', 'CLOSED', 'REFUND')),
@@ -445,18 +445,11 @@ CREATE TABLE wechatpay_orders (
     paid_at        timestamptz
 );
 
--- The merchant's number and APIv3 key, which opens the notifications.
--- One row.
-CREATE TABLE wechatpay_settings (
-    mchid         text PRIMARY KEY,
-    api_v3_key    text NOT NULL
+CREATE TABLE wechatpay_settings (      -- one row
+    mchid      text PRIMARY KEY,
+    api_v3_key text NOT NULL
 );
-REVOKE ALL ON wechatpay_settings FROM PUBLIC;
 
--- Handle one WeChat Pay notification: check, record, decrypt, apply.
--- Returns the HTTP status to answer, the body to answer with (NULL: none)
--- and what happened.  Call it in its own transaction and COMMIT whatever
--- it returns.
 CREATE FUNCTION handle_wechatpay_notification(payload text, headers jsonb, client_ip inet,
                                               OUT http_status int, OUT answer jsonb,
                                               OUT outcome text)
@@ -469,13 +462,7 @@ DECLARE
     moved    bigint;
 BEGIN
     SELECT * INTO STRICT cfg FROM wechatpay_settings;
-
-    -- a savepoint: a notification whose resource does not decrypt is
-    -- taken back, and WeChat Pay delivers it again
-    BEGIN
-        -- 1. Genuine, and new?  A bad signature, WeChat Pay's probes
-        --    included, is rejected, never an error.  The notification's id
-        --    is the same on every retry.
+    BEGIN  -- a savepoint: a resource that does not decrypt is taken back
         delivery := idem_webhook_receive('wechatpay', payload, headers, client_ip);
         IF delivery.status = 'rejected' THEN
             http_status := 401; outcome := 'rejected: ' || delivery.reason;
@@ -486,8 +473,6 @@ BEGIN
             RETURN;
         END IF;
         notice := payload::jsonb;
-
-        -- 2. Open the resource: NULL unless it authenticates under the APIv3 key.
         tx := idem_wechatpay_decrypt(cfg.api_v3_key, notice->'resource');
         IF tx IS NULL THEN
             RAISE EXCEPTION 'resource does not decrypt' USING ERRCODE = 'WH400';
@@ -503,9 +488,6 @@ BEGIN
         outcome := 'ignored';
         RETURN;
     END IF;
-
-    -- 3. Apply: an unpaid order becomes paid, only for this merchant, the
-    --    order's app and the order's exact amount.
     UPDATE wechatpay_orders o
     SET status = 'SUCCESS', transaction_id = tx->>'transaction_id',
         paid_at = (tx->>'success_time')::timestamptz
@@ -521,9 +503,9 @@ BEGIN
     ELSIF EXISTS (SELECT FROM wechatpay_orders o
                   WHERE o.out_trade_no = tx->>'out_trade_no' AND o.status = 'SUCCESS'
                     AND o.transaction_id = tx->>'transaction_id') THEN
-        outcome := 'stale';        -- this payment was applied already
+        outcome := 'stale';
     ELSE
-        outcome := 'mismatch';     -- paid, but not as the order says: look into it
+        outcome := 'mismatch';
     END IF;
 END
 $$;

@@ -1,7 +1,8 @@
-# doc/clients.md shows excerpts of the code that the client tests run: every
-# block marked with a file is lines of that file, verbatim and in order, and
-# every example service and the queue consumer has its block.  A copy of the
-# page with one changed character in a block fails the check.
+# The docs show excerpts of the code that tests run: every block marked with
+# a file is lines of that file, verbatim and in order.  doc/clients.md shows
+# every example service and the queue consumer; the webhook pages show the
+# handlers of the regression tests.  A copy of a page with one changed
+# character in a block fails the check.
 use strict;
 use warnings;
 
@@ -10,8 +11,14 @@ use FindBin;
 use Test::More;
 
 my $root = "$FindBin::RealBin/../..";
-my $out = `perl $root/test/clients_doc.pl 2>&1`;
+my $out = `perl $root/test/doc_excerpts.pl 2>&1`;
 is($?, 0, 'every code block of doc/clients.md is lines of the file it names') or diag($out);
+
+for my $doc (qw(doc/webhooks.md doc/webhooks/alipay.md doc/webhooks/wechatpay.md))
+{
+	my $out = `perl $root/test/doc_excerpts.pl $root/$doc 2>&1`;
+	is($?, 0, "every code block of $doc marked with a file is lines of that file") or diag($out);
+}
 
 open(my $fh, '<', "$root/doc/clients.md") or die "doc/clients.md: $!";
 my $text = join('', <$fh>);
@@ -28,7 +35,7 @@ $text =~ s/(<!-- file: \S+ -->\n```\w*\n[^\n]*)/$1x/ or die "no block in doc/cli
 open($fh, '>', "$dir/clients.md") or die "$dir/clients.md: $!";
 print $fh $text;
 close $fh;
-`perl $root/test/clients_doc.pl $dir/clients.md 2>&1`;
+`perl $root/test/doc_excerpts.pl $dir/clients.md 2>&1`;
 is($? >> 8, 1, 'the check fails when a line of a block differs from its file');
 
 done_testing();

@@ -1,12 +1,13 @@
 #!/usr/bin/perl
-# doc/clients.md shows excerpts of the example services and the queue
-# consumer, and readers copy them: each must be the code the tests run.
+# The docs show excerpts of code that tests run (doc/clients.md: the example
+# services and the queue consumer; the webhook pages: the handlers of the
+# regression tests), and readers copy them: each must be the tested code.
 # After each line "<!-- file: PATH -->" comes a fenced block whose lines are
 # lines of PATH (relative to the top of the tree), verbatim, whole and in
 # order; a line of only "..." (indented or not) stands for lines left out.
-#   perl test/clients_doc.pl [DOC]   lists the blocks of DOC (by default
-#                                    doc/clients.md) that are not in their
-#                                    file; exits 1 if any is not
+#   perl test/doc_excerpts.pl [DOC]   lists the blocks of DOC (by default
+#                                     doc/clients.md) that are not in their
+#                                     file; exits 1 if any is not
 use strict;
 use warnings;
 
