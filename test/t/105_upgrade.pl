@@ -8,18 +8,24 @@
 # 1.4 it adds the columns of the response as sent to idem.keys, and
 # idem_http_claim and idem_http_respond, which neither PUBLIC nor a role
 # granted the 1.3 functions can execute, and keeps every key, webhook
-# record, source and grant (until the update the 1.4 library claims,
+# record, source and grant (until the update the later library claims,
 # finishes and replays on the 1.3 table, and refuses to store an HTTP
-# response there); 1.0, 1.1, 1.2 and 1.3 each update straight to 1.4 with
-# their rows and grants; a fresh CREATE EXTENSION (1.0 followed by the
-# update scripts) gives the same objects and the same idem.keys; DROP
-# EXTENSION leaves nothing behind in the catalogs.
+# response there); from 1.4 to 1.5 it adds, drops and re-creates nothing,
+# keeps every row, source and grant, and states in the comment of
+# idem_webhook_receive the address rule of sources with allowed_ips, which
+# is in the library: on a database still at 1.4, before its update, the new
+# library already rejects a delivery whose client_ip is NULL; 1.0, 1.1,
+# 1.2, 1.3 and 1.4 each update straight to 1.5 with their rows and grants;
+# a fresh CREATE EXTENSION (1.0 followed by the update scripts) gives the
+# same objects, the same idem.keys and the same comments; DROP EXTENSION
+# leaves nothing behind in the catalogs.
 use strict;
 use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Digest::SHA qw(hmac_sha256_hex);
 
 use FindBin;
 use lib $FindBin::RealBin;
@@ -33,7 +39,8 @@ sub sql { my ($db, $q) = @_; return $node->safe_psql($db, $q); }
 
 # Everything in the catalogs of a database that an extension could leave
 # behind: schemas, relations (tables, indexes, sequences, views, TOAST),
-# functions, types, operators, casts, initial privileges and dependencies.
+# functions, types, operators, casts, initial privileges, dependencies and
+# comments.
 my $catalog_q = q{
 SELECT string_agg(x, E'\n' ORDER BY x) FROM (
     SELECT 'schema ' || nspname FROM pg_namespace
@@ -44,6 +51,7 @@ SELECT string_agg(x, E'\n' ORDER BY x) FROM (
     UNION ALL SELECT 'cast ' || castsource::regtype::text || ' ' || casttarget::regtype::text FROM pg_cast
     UNION ALL SELECT 'init_privs ' || count(*) FROM pg_init_privs
     UNION ALL SELECT 'depend ' || count(*) FROM pg_depend
+    UNION ALL SELECT 'description ' || count(*) FROM pg_description
     UNION ALL SELECT 'extension ' || extname FROM pg_extension
 ) s(x)};
 
@@ -62,6 +70,23 @@ WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
                     AND (t.typrelid <> 0 OR e.typrelid <> 0))};
 
 my $version_q = "SELECT extversion FROM pg_extension WHERE extname = 'idem'";
+
+# The comments on the extension's member objects and their columns
+my $comments_q = q{
+SELECT string_agg(pg_describe_object(ds.classoid, ds.objoid, ds.objsubid) || ': ' || ds.description,
+                  E'\n' ORDER BY pg_describe_object(ds.classoid, ds.objoid, ds.objsubid))
+FROM pg_depend d
+JOIN pg_description ds ON ds.classoid = d.classid AND ds.objoid = d.objid
+WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')};
+
+# Every member object of the extension by its catalog and oid: the same
+# before and after an update that adds nothing and re-creates nothing
+my $member_oids_q = q{
+SELECT string_agg(classid::regclass::text || ' ' || objid::text, ',' ORDER BY classid, objid)
+FROM pg_depend
+WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')};
 
 # The extension's functions with their volatility and parallel labels
 my $labels_q = q{
@@ -291,7 +316,7 @@ is( $node->safe_psql(
 
 # --- 1.3 to 1.4: the response as sent, idem_http_claim and idem_http_respond ---
 
-# The server already runs the 1.4 library.  Until the update idem.keys has
+# The server already runs a later library.  Until the update idem.keys has
 # the 13 columns of 1.0 to 1.3: the library reads its rows with the columns
 # of 1.4 null, and writes them without.
 is(sql('up', q{SELECT relnatts FROM pg_class WHERE oid = 'idem.keys'::regclass}),
@@ -317,7 +342,7 @@ COMMIT;
 });
 my $t_two = sql('up', q{SELECT token FROM idem_claim('v-two', '\x02', lease => '1 hour')});
 is(sql('up', q{SELECT status, attempt FROM idem_claim('v-two', '\x02')}),
-	'in_progress|1', 'on the 1.3 table the 1.4 library answers a committed claim in progress');
+	'in_progress|1', 'on the 1.3 table the later library answers a committed claim in progress');
 sql('up', qq{SELECT idem_checkpoint('v-two', 'charged', '{"charge": "ch_9"}', token => $t_two)});
 sql('up', qq{SELECT idem_complete('v-two', '{"charge": "ch_9"}', token => $t_two)});
 my ($t_retry, $attempt_retry) =
@@ -381,8 +406,8 @@ my $sources_13 = sql('up', $sources_q);
 my $members_13 = sql('up', $members_q);
 my $columns_13 = sql('up', $columns_q);
 
-sql('up', 'ALTER EXTENSION idem UPDATE');
-is(sql('up', $version_q), '1.4', 'ALTER EXTENSION idem UPDATE goes on to 1.4');
+sql('up', "ALTER EXTENSION idem UPDATE TO '1.4'");
+is(sql('up', $version_q), '1.4', "ALTER EXTENSION idem UPDATE TO '1.4' goes on to 1.4");
 is(rows_of('up'), $rows_13, 'every key, webhook record and the token sequence are unchanged by the update to 1.4');
 is(sql('up', $sources_q), $sources_13, 'every webhook source is unchanged, secrets included');
 is(acls_kept('up', $acls_13), $acls_13, 'every grant is kept, those on the objects of 1.3 included');
@@ -434,10 +459,63 @@ SELECT status, response FROM idem_claim('v-http')},
 	qq{claimed\n\nfailed|402|{"error":"card_declined"}\nfailed|{"error": "card_declined"}},
 	'once granted, the role claims and responds in one transaction, replayed as sent, and as jsonb by idem_claim');
 
-# --- 1.0, 1.1, 1.2 and 1.3 each straight to 1.4 ---
+# --- 1.4 to 1.5: sources with allowed_ips fail closed ---
+
+# A genuine GitHub delivery (the source's secret is s1), so that the
+# address is the only thing a source could refuse it for
+my $gh_payload = '{"action": "opened"}';
+my $gh_sig     = hmac_sha256_hex($gh_payload, 's1');
+sub gh_receive
+{
+	my ($source, $id, $ip) = @_;
+	return qq{SELECT status, reason FROM idem_webhook_receive('$source', '$gh_payload',
+	    '{"X-Hub-Signature-256": "sha256=$gh_sig", "X-GitHub-Delivery": "$id"}', $ip);};
+}
+
+# The rule is in the library, not in the SQL: a database still at 1.4
+# already gets it with the new library.  A NULL client_ip used to skip the
+# check; the same delivery from an allowed host is recorded.
+sql('up', q{SELECT idem_webhook_source_set('gh-ip', 'github', '{s1}', allowed_ips => '{192.0.2.0/24}')});
+is( sql('up', $version_q . ';' . gh_receive('gh-ip', 'gh-14', 'NULL') . gh_receive('gh-ip', 'gh-14', "'192.0.2.10'")),
+	"1.4\nrejected|ip\nnew|",
+	'at 1.4, before the update, the new library rejects a NULL client_ip for a source with allowed_ips');
+is( sql('up', q{SELECT obj_description('idem_webhook_receive(text, text, jsonb, inet)'::regprocedure, 'pg_proc') IS NULL}),
+	't', '1.4 has no comment on idem_webhook_receive');
+
+sql('up', 'GRANT EXECUTE ON FUNCTION idem_webhook_receive(text, text, jsonb, inet) TO app');
+my $acls_14 = sql('up', $acls_q);
+my $rows_14 = rows_of('up');
+my $sources_14 = sql('up', $sources_q);
+my $member_oids_14 = sql('up', $member_oids_q);
+my $shape_14 = join("\n", map { sql('up', $_) } $columns_q, $labels_q);
+
+sql('up', 'ALTER EXTENSION idem UPDATE');
+is(sql('up', $version_q), '1.5', 'ALTER EXTENSION idem UPDATE goes on to 1.5');
+is(sql('up', $member_oids_q), $member_oids_14,
+	'the update to 1.5 adds, drops and re-creates no object: every member keeps its oid');
+is(rows_of('up'), $rows_14, 'every key, webhook record and the token sequence are unchanged by the update to 1.5');
+is(sql('up', $sources_q), $sources_14, 'every webhook source is unchanged, allowed_ips and secrets included');
+is(sql('up', $acls_q), $acls_14, 'every grant is kept, that on idem_webhook_receive included');
+is(join("\n", map { sql('up', $_) } $columns_q, $labels_q), $shape_14,
+	'the columns of idem.keys and the labels of the functions are unchanged');
+like( sql('up', q{SELECT obj_description('idem_webhook_receive(text, text, jsonb, inet)'::regprocedure, 'pg_proc')}),
+	qr/^for a source with allowed_ips, client_ip must be one host .*IPv4-mapped IPv6 .* a NULL or a network is rejected with reason ip; a source without allowed_ips takes any address$/,
+	'the update states the address rule in the comment on idem_webhook_receive');
+is( $node->safe_psql(
+		'up',
+		gh_receive('gh-ip', 'gh-15', 'NULL')
+		  . gh_receive('gh-ip', 'gh-15', "'192.0.2.0/24'")
+		  . gh_receive('gh-ip', 'gh-15', "'::ffff:192.0.2.10'")
+		  . gh_receive('gh-ip', 'gh-14', "'192.0.2.10'")
+		  . gh_receive('gh', 'gh-15', 'NULL'),
+		extra_params => [ '-U', 'app' ]),
+	"rejected|ip\nrejected|ip\nnew|\nduplicate|\nnew|",
+	'the role granted under 1.4 receives after the update: NULL and a network rejected, an IPv4-mapped one taken and a known one a duplicate; a source without allowed_ips takes a NULL');
+
+# --- 1.0, 1.1, 1.2, 1.3 and 1.4 each straight to 1.5 ---
 
 my %updated;
-for my $from ('1.0', '1.1', '1.2', '1.3')
+for my $from ('1.0', '1.1', '1.2', '1.3', '1.4')
 {
 	my $db = 'from_' . ($from =~ s/\.//r);
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
@@ -455,8 +533,9 @@ GRANT EXECUTE ON FUNCTION idem_claim(text, bytea, text, interval, interval, bool
 	my ($rows, $acls) = (rows_of($db), sql($db, $acls_q));
 	my $t_live = sql($db, q{SELECT token FROM idem.keys WHERE key = 'd-live'});
 	# one session: idem's tables looked up before the update, the sources
-	# table and the columns of 1.4 used after it (the response is written in
-	# a transaction that rolls back, so the rows stay as they were)
+	# table and the columns of 1.4 used after it, from 1.0 to 1.3 just added
+	# (the response is written in a transaction that rolls back, so the rows
+	# stay as they were)
 	is( sql($db, qq{
 SELECT state FROM idem_lookup('d-completed');
 SELECT idem_webhook('stripe', 'evt-before') AS looked_up;
@@ -471,22 +550,22 @@ ROLLBACK;
 DELETE FROM idem.webhooks WHERE event_id = 'evt-before';
 }),
 		qq{completed\nt\n\ngh\nt\n\ncompleted|201|{"ok":true}},
-		"$from to 1.4: the session that updated uses the sources table and the new columns at once");
-	is(sql($db, $version_q), '1.4', "$from updates to 1.4 in one ALTER EXTENSION");
-	is(rows_of($db), $rows, "$from to 1.4 keeps every key, webhook record and the token sequence");
-	is(acls_kept($db, $acls), $acls, "$from to 1.4 keeps every grant");
+		"$from to 1.5: the session that updated uses the sources table and the new columns at once");
+	is(sql($db, $version_q), '1.5', "$from updates to 1.5 in one ALTER EXTENSION");
+	is(rows_of($db), $rows, "$from to 1.5 keeps every key, webhook record and the token sequence");
+	is(acls_kept($db, $acls), $acls, "$from to 1.5 keeps every grant");
 	is( $node->safe_psql(
 			$db, q{SELECT status FROM idem_claim('d-completed')},
 			extra_params => [ '-U', 'app' ]),
-		'completed', "$from to 1.4: the granted role replays a key written under $from");
+		'completed', "$from to 1.5: the granted role replays a key written under $from");
 	is( sql($db, q{SELECT status, http_status, body FROM idem_http_claim('d-completed')}),
 		'completed|200|{"charge": "ch_7"}',
-		"$from to 1.4: idem_http_claim replays it as 200 with its jsonb's text");
+		"$from to 1.5: idem_http_claim replays it as 200 with its jsonb's text");
 	is( sql($db, q{
 SELECT has_function_privilege('app', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE'),
        has_function_privilege('app', 'idem_http_claim(text, bytea, text, interval, interval, interval)', 'EXECUTE'),
        has_function_privilege('app', 'idem_http_respond(text, integer, text, text, bigint)', 'EXECUTE')}),
-		'f|f|f', "$from to 1.4: the role may execute none of the functions it was not granted");
+		'f|f|f', "$from to 1.5: the role may execute none of the functions it was not granted");
 	$updated{$from} = $db;
 }
 
@@ -496,29 +575,31 @@ $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 my $fresh_clean_catalog = sql('fresh', $catalog_q);
 sql('fresh', 'CREATE EXTENSION idem');
 is(sql('fresh', $version_q),
-	'1.4', 'CREATE EXTENSION installs 1.4 by default');
+	'1.5', 'CREATE EXTENSION installs 1.5 by default');
 is(sql('fresh', $members_q), sql('up', $members_q),
-	'a fresh 1.4 has exactly the objects of an updated 1.0');
+	'a fresh 1.5 has exactly the objects of an updated 1.0');
 is(sql('fresh', $columns_q), sql('up', $columns_q),
 	'and exactly its columns of idem.keys, in the same order');
 is( sql('fresh', $labels_q),
 	sql('up', $labels_q),
 	'and the same volatility and parallel labels');
+is(sql('fresh', $comments_q), sql('up', $comments_q),
+	'and the same comments, the address rule on idem_webhook_receive included');
 for my $from (sort keys %updated)
 {
-	is( join("\n", map { sql($updated{$from}, $_) } $members_q, $columns_q, $labels_q),
-		join("\n", map { sql('fresh', $_) } $members_q, $columns_q, $labels_q),
-		"$from updated straight to 1.4 has the objects, columns and labels of a fresh 1.4");
+	is( join("\n", map { sql($updated{$from}, $_) } $members_q, $columns_q, $labels_q, $comments_q),
+		join("\n", map { sql('fresh', $_) } $members_q, $columns_q, $labels_q, $comments_q),
+		"$from updated straight to 1.5 has the objects, columns, labels and comments of a fresh 1.5");
 }
 is( sql('fresh', q{SELECT string_agg(path, ', ') FROM pg_extension_update_paths('idem')
-                   WHERE source = '1.0' AND target = '1.4'}),
-	'1.0--1.1--1.2--1.3--1.4', 'the update path is 1.0--1.1--1.2--1.3--1.4');
-is(sql('fresh', q{SELECT status FROM idem_claim('f-1')}), 'claimed', 'claims work in a fresh 1.4');
+                   WHERE source = '1.0' AND target = '1.5'}),
+	'1.0--1.1--1.2--1.3--1.4--1.5', 'the update path is 1.0--1.1--1.2--1.3--1.4--1.5');
+is(sql('fresh', q{SELECT status FROM idem_claim('f-1')}), 'claimed', 'claims work in a fresh 1.5');
 is( sql('fresh', q{
 SELECT has_function_privilege('public', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE'),
        has_function_privilege('public', 'idem_http_claim(text, bytea, text, interval, interval, interval)', 'EXECUTE'),
        has_function_privilege('public', 'idem_http_respond(text, integer, text, text, bigint)', 'EXECUTE')}),
-	'f|f|f', 'PUBLIC cannot execute idem_wechatpay_decrypt, idem_http_claim or idem_http_respond in a fresh 1.4');
+	'f|f|f', 'PUBLIC cannot execute idem_wechatpay_decrypt, idem_http_claim or idem_http_respond in a fresh 1.5');
 
 # --- DROP EXTENSION removes everything ---
 
