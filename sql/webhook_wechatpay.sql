@@ -230,6 +230,12 @@ FROM (VALUES
   ('cert of cert A and key C',  :'cert_a' || :'pub_secret', :'serial_a_go', :'sig_a'),
   ('C named, A signed',         :'cert_a' || :'pub_secret', :'pub_key_id', :'sig_a')
 ) AS t(label, secret, serial, sig);
+-- a source holding a public key receives what it verifies (the key's ID is
+-- kept apart from the secret's text, which the source cache wipes)
+SELECT idem_webhook_source_set('wx-pub', 'wechatpay', ARRAY[:'pub_secret'], tolerance => '100 years');
+SELECT status, reason FROM idem_webhook_receive('wx-pub', :'body',
+       pg_temp.wx_h(:'pub_key_id', :'sig_c', :'timestamp', :'nonce'));
+SELECT idem_webhook_source_drop('wx-pub');
 
 --
 -- Tolerance against the clock, with tolerances computed from now

@@ -48,7 +48,7 @@ typedef struct WechatpayKey
 	EVP_PKEY   *pkey;			/* RSA */
 	const char *serial;			/* certificate: upper-case hex, no leading
 								 * zeros; NULL for a public key */
-	Slice		key_id;			/* public key: its ID */
+	Slice		key_id;			/* public key: its ID, a copy */
 } WechatpayKey;
 
 /* Is c a space, a tab or a line end? */
@@ -211,7 +211,9 @@ idem_wechatpay_prepare(Slice secret)
 						 errmsg("webhook public key has no key ID"),
 						 errdetail("WeChat Pay names its public key by an ID (PUB_KEY_ID_...) in Wechatpay-Serial, which the key itself does not hold."),
 						 errhint("Put the ID that the merchant platform shows with the key on the line before \"-----BEGIN PUBLIC KEY-----\".")));
-			key->key_id = id;
+			/* a copy: the source cache wipes the secret's text once prepared */
+			key->key_id.data = pnstrdup(id.data, id.len);
+			key->key_id.len = id.len;
 			key->pkey = block.key;
 			if (key->pkey == NULL)
 				ereport(ERROR,
