@@ -464,6 +464,15 @@ $${
     "reason": "will contain the url to the report",
     "success": "true"
 }$$, '{}') AS adyen_java_example;
+-- RFC 8259 allows the escape \u0000, which the server's parser will not
+-- decode (text holds no NUL): a NUL in a member the signature does not
+-- cover changes nothing; in a signed one, the item is refused
+SELECT idem_webhook_verify('adyen', '9064450A8892A093D9E97EFCC9639DE31B74F3A7803135555A3C96F5A57915D6',
+       '{"additionalData": {"hmacSignature": "NuEkADFmlCC6VgX+wcoPAegIWxVPNBPCuKlM4Hzo5qc="}, "amount": {"currency": "EUR", "value": "0"}, "eventCode": "REPORT_AVAILABLE", "merchantAccountCode": "Magento2Rik", "merchantReference": "testMerchantRef1", "pspReference": "test_REPORT_AVAILABLE", "reason": "the url\u0000", "success": "true"}',
+       '{}') AS adyen_nul_unsigned,
+       idem_webhook_verify('adyen', '9064450A8892A093D9E97EFCC9639DE31B74F3A7803135555A3C96F5A57915D6',
+       '{"additionalData": {"hmacSignature": "NuEkADFmlCC6VgX+wcoPAegIWxVPNBPCuKlM4Hzo5qc="}, "amount": {"currency": "EUR", "value": "0"}, "eventCode": "REPORT_AVAILABLE", "merchantAccountCode": "Magento2Rik", "merchantReference": "testMerchantRef1\u0000", "pspReference": "test_REPORT_AVAILABLE", "success": "true"}',
+       '{}') AS adyen_nul_signed;
 -- the same library's testValidateHMACWithoutEscaping, the signed fields
 -- of its src/test/resources/mocks/hmac-validation-webhook.json: the
 -- merchant reference \:/\/slashes are fun (JSON-escaped) is signed as it

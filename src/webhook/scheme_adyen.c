@@ -245,9 +245,9 @@ adyen_scalar(void *state, char *token, JsonTokenType type)
 	IDEM_JSON_GO_ON;
 }
 
-/* Parse the payload into p */
+/* Parse the payload into p, by the parser */
 static bool
-adyen_parse(Slice payload, AdyenParse *p)
+adyen_parse_once(Slice payload, AdyenParse *p)
 {
 	JsonSemAction sem;
 
@@ -263,6 +263,46 @@ adyen_parse(Slice payload, AdyenParse *p)
 	sem.array_element_start = adyen_element_start;
 	sem.scalar = adyen_scalar;
 	return idem_json_parse_quietly(payload, &sem);
+}
+
+/* Did two parses find the same fields, with the same values? */
+static bool
+adyen_same_fields(const AdyenValue *a, const AdyenValue *b)
+{
+	for (int f = 0; f < ADYEN_NFIELDS; f++)
+		if (a[f].count != b[f].count || a[f].kind != b[f].kind ||
+			(a[f].text == NULL) != (b[f].text == NULL) ||
+			(a[f].text != NULL && strcmp(a[f].text, b[f].text) != 0))
+			return false;
+	return true;
+}
+
+/*
+ * Parse the payload into p.  A \u0000 escape anywhere fails the parse, so
+ * the payload is then read around it (idem_json_nul_escapes_as): as long
+ * as no field the item uses holds a NUL, it is read as it stands.
+ */
+static bool
+adyen_parse(Slice payload, AdyenParse *p)
+{
+	Slice		one,
+				two;
+	AdyenParse *other;
+
+	if (adyen_parse_once(payload, p))
+		return true;
+	if (!idem_json_nul_escapes_as(payload, '1', &one) ||
+		!idem_json_nul_escapes_as(payload, '2', &two) ||
+		!adyen_parse_once(one, p))
+		return false;
+	other = palloc(sizeof(AdyenParse));
+	return adyen_parse_once(two, other) &&
+		p->root_is_object == other->root_is_object &&
+		p->root_members == other->root_members &&
+		p->wrappers == other->wrappers &&
+		p->wrapper_is_object == other->wrapper_is_object &&
+		adyen_same_fields(p->direct, other->direct) &&
+		adyen_same_fields(p->wrapped, other->wrapped);
 }
 
 /*

@@ -72,6 +72,7 @@ extern Slice idem_form_signed_string(const Form *form, const char *const *skip,
 /* JSON (wire_json.c) */
 extern bool idem_json_parse_quietly(Slice json, JsonSemAction *sem);
 extern IdemJsonAction idem_json_container_end(void *state);
+extern bool idem_json_nul_escapes_as(Slice json, char n, Slice *copy);
 extern bool idem_json_member_string(Slice json, const char *name,
 									Slice *value);
 
