@@ -2,15 +2,16 @@
 # Install what building and testing idem needs, and only what is missing:
 # the PostgreSQL server, its headers and PGXS, pgcrypto (contrib), pg_cron,
 # the Perl modules of the TAP tests, OpenSSL's headers (idem links libcrypto)
-# and command line (the tests make keys and certificates with it), a C
-# compiler; and the real components the tests run idem behind: pgbouncer
-# (the connection pooler test), prometheus-sql-exporter and prometheus (for
-# promtool; it brings the Prometheus server too, which Debian starts as a
-# service where services run), pg_auto_failover (its monitor's extension
-# and pg_autoctl), PL/Proxy (the router of the sharding test), and dpkg-dev,
-# debhelper and postgresql-server-dev-all (pg_buildext) to build the Debian
-# package.  Debian and Ubuntu packages; `apt-get update` runs only when
-# something has to be installed.
+# and command line (the tests make keys and certificates with it), Python's
+# cryptography package (it signs the webhook deliveries of the differential
+# test), a C compiler; and the real components the tests run idem behind:
+# pgbouncer (the connection pooler test), prometheus-sql-exporter and
+# prometheus (for promtool; it brings the Prometheus server too, which
+# Debian starts as a service where services run), pg_auto_failover (its
+# monitor's extension and pg_autoctl), PL/Proxy (the router of the sharding
+# test), and dpkg-dev, debhelper and postgresql-server-dev-all (pg_buildext)
+# to build the Debian package.  Debian and Ubuntu packages; `apt-get
+# update` runs only when something has to be installed.
 # As root it installs; otherwise it uses sudo, or prints the command to run.
 set -uo pipefail
 
@@ -52,6 +53,9 @@ want libdbd-pg-perl perl -MDBD::Pg -e 1
 want perl command -v prove
 want libssl-dev test -f /usr/include/openssl/evp.h
 want openssl command -v openssl
+# Python's cryptography: the signer, independent of idem, of the
+# differential test of the webhook schemes (test/differential/sign.py)
+want python3-cryptography /usr/bin/python3 -c 'import cryptography'
 # monitoring/: the real exporter (test/t/111) and promtool (test/t/112)
 want prometheus-sql-exporter command -v prometheus-sql-exporter
 want prometheus command -v promtool

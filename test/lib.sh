@@ -128,7 +128,7 @@ idem_on_server() {
 	shift 2
 	# the settings of the tests and benchmarks go along (a chroot starts
 	# with an empty environment)
-	mapfile -t settings < <(env | grep -E '^(BENCH_[A-Z_]+|IDEM_TEST_BUDGET|IDEM_DIFF_LINES)=')
+	mapfile -t settings < <(env | grep -E '^(BENCH_[A-Z_]+|IDEM_TEST_BUDGET|IDEM_DIFF_LINES|IDEM_WEBHOOK_SEED|IDEM_WEBHOOK_CASES)=')
 	set -- "${settings[@]}" "$@"
 	if [ "$flavour" = 15 ]; then
 		env IDEM_FLAVOUR=15 "$@" bash "$IDEM_ROOT/$script"
