@@ -387,6 +387,13 @@ SELECT sig, idem_webhook_verify('standard', :'std_pk', :'std_payload',
        pg_temp.std_h(:'std_id', :'std_ts', 'v1a,' || sig), NULL) AS v1a_malformed
 FROM (VALUES (''), ('not base64!'), (substr(:'std_sig_v1a', 5)),
              (rtrim(:'std_sig_v1a', '=')), (:'std_sig_v1a' || 'AAAA')) AS t(sig);
+-- a header listing many signatures is an answer, never an error (it once
+-- ran out of the call's tracked objects); the genuine one after 100 others
+-- still verifies
+SELECT idem_webhook_verify('standard', :'std_pk', :'std_payload',
+       pg_temp.std_h(:'std_id', :'std_ts', repeat('v1a,AAAA ', 100)), NULL) AS v1a_many_malformed,
+       idem_webhook_verify('standard', :'std_pk', :'std_payload',
+       pg_temp.std_h(:'std_id', :'std_ts', repeat('v1a,' || :'std_sig_v1a_b' || ' ', 100) || 'v1a,' || :'std_sig_v1a'), NULL) AS v1a_genuine_after_many;
 -- a whpk_ key that is not 32 bytes is the application's error
 SELECT pg_temp.err($$SELECT idem_webhook_verify('standard', 'whpk_' || encode('\x0102'::bytea, 'base64'), 'p', '{}')$$) AS v1a_short_key;
 SELECT pg_temp.err($$SELECT idem_webhook_verify('standard', 'whpk_not-base64', 'p', '{}')$$) AS v1a_bad_key;
