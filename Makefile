@@ -95,10 +95,11 @@ endef
 # scratch servers (CI=1 makes warnings errors); demo: see README.md;
 # bench, bench-verify, bench-seeds, soak: see doc/performance.md.
 # test-matrix: the same suite on every server of test/servers.sh (PG=...
-# picks one for test and bench).  Each runs its script, which reads CI and
-# PG from the environment, where make puts them when they are given on its
-# command line.
-.PHONY: test test-matrix demo deps bench bench-verify bench-seeds soak
+# picks one for test and bench).  fuzz: the fuzz targets of test/fuzz,
+# FUZZ_SECONDS each (default 60; see test/fuzz/README).  Each runs its
+# script, which reads CI, PG and FUZZ_* from the environment, where make
+# puts them when they are given on its command line.
+.PHONY: test test-matrix demo deps bench bench-verify bench-seeds soak fuzz
 deps:
 	@bash test/deps.sh
 test:
@@ -115,3 +116,5 @@ bench-seeds:
 	@bash bench/seeds/run.sh
 soak:
 	@bash bench/soak.sh
+fuzz:
+	@bash test/fuzz/run.sh

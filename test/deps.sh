@@ -102,6 +102,15 @@ if [ "${IDEM_APP_DEPS:-1}" != 0 ]; then
 	want python3-pika /usr/bin/python3 -c 'import pika'
 fi
 
+# The fuzz targets (make fuzz, test/fuzz/): clang 16, libFuzzer and the
+# runtimes of AddressSanitizer and UndefinedBehaviorSanitizer.  On the host
+# only, as the application runtimes: the servers' chroots leave them out.
+if [ "${IDEM_APP_DEPS:-1}" != 0 ]; then
+	want clang-16 command -v clang-16
+	want libfuzzer-16-dev test -f /usr/lib/llvm-16/lib/libFuzzer.a
+	want libclang-rt-16-dev test -f "/usr/lib/llvm-16/lib/clang/16/lib/linux/libclang_rt.fuzzer-$(uname -m).a"
+fi
+
 # As root the test servers run as postgres, whom the server package creates.
 check_user() {
 	if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
