@@ -13,7 +13,8 @@
  * 32 bytes is an error, raised before the resource is read.  The resource
  * comes from the request: anything wrong with it (missing or mistyped
  * fields, bad base64, a tag that does not authenticate, a plaintext that is
- * not JSON) is NULL, never an error.  The plaintext buffers are wiped when
+ * not JSON) is NULL, never an error; what an authenticated plaintext holds
+ * is the key holder's (plaintext_jsonb says which errors it may raise).  The plaintext buffers are wiped when
  * the call ends, on every path.
  *
  * May call: the wire format (wire.h) and the crypto (crypto.h).
@@ -121,10 +122,11 @@ aes_256_gcm_open(const uint8 *key, Slice nonce, Slice aad,
 }
 
 /*
- * The plaintext as jsonb, or NULL if it is not valid UTF-8 JSON.  In a
- * database whose encoding cannot hold its characters, the conversion raises
- * 22P05, as for any text brought into it; only a sender holding the APIv3
- * key can produce a plaintext at all.
+ * The plaintext as jsonb, or NULL if it is not valid UTF-8 JSON.  JSON that
+ * jsonb cannot hold raises jsonb's own error, as for any text brought into
+ * the database: 22P05 for a character its encoding lacks, 22003 for a
+ * number beyond numeric, 54001 for nesting beyond the stack.  Only a sender
+ * holding the APIv3 key can produce a plaintext at all.
  */
 static Jsonb *
 plaintext_jsonb(char *plain, size_t len)
