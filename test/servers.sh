@@ -5,9 +5,26 @@
 #   15           the host's Debian packages (test/deps.sh installs them)
 #   17           Debian 13 (trixie) packages, in a chroot
 #   18           Debian unstable (sid) packages, in a chroot
-#   15-cassert   bookworm's source package of 15, built on the host with
-#                --enable-cassert --enable-debug --enable-tap-tests
-#   17-cassert   trixie's source package of 17, built so in the trixie chroot
+#   15-asan      bookworm's source package of 15, built on the host with
+#                --enable-cassert --enable-debug --enable-tap-tests and
+#                gcc's AddressSanitizer and UndefinedBehaviorSanitizer
+#                (-fsanitize=address,undefined); idem is built with the same
+#                flags, which PGXS takes from its pg_config.  It is the
+#                assert build of 15 too: 15-cassert is another name of it,
+#                so that one run of the suite serves both.
+#   17-cassert   trixie's source package of 17, built in the trixie chroot
+#                with --enable-cassert --enable-debug --enable-tap-tests
+#
+# The programs of 15-asan run with the sanitizers' settings of
+# sanitizer_env: leaks are not reported (a server keeps its memory until it
+# exits, by design); an ASan report ends the process with abort(), so that a
+# backend's is a crash, which the postmaster and the test see; a UBSan
+# report is printed and the process goes on, so that none hides the next.
+# ASan's reports go to DIR/report.PID, whoever reads the process's stderr,
+# where DIR is IDEM_SANITIZER_LOGS (test/matrix.sh sets it to the run's
+# outputs); UBSan's go to stderr (a server's: its log), and so do ASan's in
+# a backend after a UBSan report (sanitizer_env says why).  The servers get
+# a larger max_stack_depth.
 #
 # The chroots are made with debootstrap --variant=minbase from the Debian
 # mirror that the host's own apt sources name (read at run time; no mirror
@@ -25,6 +42,8 @@
 #   test/servers.sh host-packages         install what making them takes here
 #   test/servers.sh mirror                the mirror the chroots come from
 #   test/servers.sh flavours              the flavours, one a line
+#   test/servers.sh name FLAVOUR          the flavour FLAVOUR names (15-asan
+#                                         for 15-cassert; itself otherwise)
 #
 # The cache is IDEM_CACHE (default /var/cache/idem); making it needs root.
 # Each cached piece is marked done only when it is whole, with the recipe's
@@ -38,7 +57,7 @@ IDEM_CACHE=${IDEM_CACHE:-/var/cache/idem}
 # the chroots, and the servers built from source.
 CHROOT_RECIPE=1
 BUILD_RECIPE=2
-FLAVOURS=(15 17 18 15-cassert 17-cassert)
+FLAVOURS=(15 17 18 15-asan 17-cassert)
 APT=(apt-get -o DPkg::Lock::Timeout=900 -o APT::Install-Recommends=false -y -qq)
 export DEBIAN_FRONTEND=noninteractive
 
@@ -50,7 +69,7 @@ die() {
 # The Debian release and where its packages are, per flavour.
 codename_of() {
 	case "$1" in
-		15|15-cassert) echo bookworm ;;
+		15|15-asan) echo bookworm ;;
 		17|17-cassert) echo trixie ;;
 		18) echo sid ;;
 		*) die "unknown server flavour '$1' (one of: ${FLAVOURS[*]})" ;;
@@ -61,7 +80,16 @@ major_of() {
 	echo "${1%%-*}"
 }
 
-# 15 and 15-cassert run on the host; the others in a chroot
+# The flavour that name $1 stands for: the assert build of 15 is the
+# sanitizer build, which has assertions on as well
+flavour_name() {
+	case "$1" in
+		15-cassert) echo 15-asan ;;
+		*) echo "$1" ;;
+	esac
+}
+
+# 15 and 15-asan run on the host; the others in a chroot
 in_chroot() {
 	[ "$(codename_of "$1")" != bookworm ]
 }
@@ -74,9 +102,9 @@ chroot_dir() {
 # /opt inside a chroot (which is itself in the cache)
 cassert_prefix() {
 	if in_chroot "$1"; then
-		echo "/opt/idem-pg$(major_of "$1")-cassert"
+		echo "/opt/idem-pg$1"
 	else
-		echo "$IDEM_CACHE/pg$(major_of "$1")-cassert"
+		echo "$IDEM_CACHE/pg$1"
 	fi
 }
 
@@ -269,13 +297,22 @@ unpack_source() {
 # unpacked source in $1 into prefix $2 with assertions on, with the contrib
 # modules (pgcrypto) and the TAP test modules, and then pg_cron, PL/Proxy
 # and pg_auto_failover from their own source packages in $1/../ext-*.
+# $3, when given, are the sanitizers to build with (address,undefined):
+# pg_config then hands the same flags to every extension built against it.
 build_commands() {
-	local src=$1 prefix=$2
+	local src=$1 prefix=$2 sanitize=${3:-} flags=""
+	if [ -n "$sanitize" ]; then
+		# -O1 and frame pointers: the stacks of the reports are whole
+		flags="CFLAGS='-O1 -fsanitize=$sanitize -fno-omit-frame-pointer' LDFLAGS='-fsanitize=$sanitize'"
+	fi
 	cat <<-EOS
 		set -e
+		# configure's probes and the tools run while installing leak, by
+		# design: LeakSanitizer would fail them
+		export ASAN_OPTIONS=detect_leaks=0
 		cd '$src'
 		./configure --prefix='$prefix' --enable-cassert --enable-debug --enable-tap-tests \
-			--with-openssl --without-readline --without-icu --without-llvm >configure.log 2>&1 \
+			--with-openssl --without-readline --without-icu --without-llvm $flags >configure.log 2>&1 \
 			|| { tail -n 30 configure.log; exit 1; }
 		# the generated headers first: world-bin's recursion does not wait
 		# for them, and a parallel build may compile src/common before
@@ -292,13 +329,14 @@ build_commands() {
 }
 
 # The build dependencies of a PostgreSQL source build (configure options of
-# build_commands) and of the extensions built with it.
+# build_commands) and of the extensions built with it; libasan8 and
+# libubsan1 are the runtimes of gcc's sanitizers.
 BUILD_DEPS=(build-essential bison flex libssl-dev zlib1g-dev libxml2-dev libipc-run-perl
-	perl pkg-config libkrb5-dev libselinux1-dev libreadline-dev)
+	perl pkg-config libkrb5-dev libselinux1-dev libreadline-dev libasan8 libubsan1)
 
 # Make the assert-enabled server of flavour $1 (if not cached).
 make_cassert() (
-	local flavour=$1 codename major prefix root="" work marker
+	local flavour=$1 codename major prefix root="" work marker sanitize=""
 	codename=$(codename_of "$flavour")
 	major=$(major_of "$flavour")
 	prefix=$(cassert_prefix "$flavour")
@@ -309,7 +347,13 @@ make_cassert() (
 	marker=$(build_marker "$flavour")
 	hold_lock "$flavour"
 	made "$marker" "$BUILD_RECIPE" && return 0
-	echo "servers.sh: building PostgreSQL $major from $codename's source package with assertions on" >&2
+	case "$flavour" in
+		*-asan)
+			sanitize=address,undefined
+			echo "servers.sh: building PostgreSQL $major from $codename's source package with assertions, ASan and UBSan on" >&2
+			;;
+		*) echo "servers.sh: building PostgreSQL $major from $codename's source package with assertions on" >&2 ;;
+	esac
 	# the sources and the build, inside the chroot or in this cache's own
 	# directory (two caches never share one)
 	if [ -n "$root" ]; then
@@ -325,10 +369,10 @@ make_cassert() (
 	if [ -n "$root" ]; then
 		chroot_exec "$root" "${APT[@]}" install \
 			"${BUILD_DEPS[@]}" >/dev/null || die "installing build dependencies in $root failed"
-		build_commands "${work#"$root"}/src" "$prefix" | chroot_exec "$root" bash ||
+		build_commands "${work#"$root"}/src" "$prefix" "$sanitize" | chroot_exec "$root" bash ||
 			die "building $flavour failed (logs in $work/src)"
 	else
-		build_commands "$work/src" "$prefix" | bash || die "building $flavour failed (logs in $work/src)"
+		build_commands "$work/src" "$prefix" "$sanitize" | bash || die "building $flavour failed (logs in $work/src)"
 	fi
 	rm -rf "$work"
 	echo "$BUILD_RECIPE" >"$marker"
@@ -339,7 +383,7 @@ make_cassert() (
 ready() {
 	case "$1" in
 		15) return 1 ;;
-		*-cassert)
+		*-cassert|*-asan)
 			made "$(build_marker "$1")" "$BUILD_RECIPE" &&
 				{ ! in_chroot "$1" || made "$(chroot_dir "$1")/.idem-ready" "$CHROOT_RECIPE"; }
 			;;
@@ -367,27 +411,64 @@ prepare() {
 	mkdir -p "$IDEM_CACHE"
 	host_packages || exit 1
 	case "$flavour" in
-		*-cassert) make_cassert "$flavour" || exit 1 ;;
+		*-cassert|*-asan) make_cassert "$flavour" || exit 1 ;;
 		*) make_chroot "$(codename_of "$flavour")" "$(chroot_dir "$flavour")" "$(major_of "$flavour")" || exit 1 ;;
 	esac
 }
 
 # Run $2... for flavour $1, with PG_CONFIG and IDEM_PG_MAJOR set for it.
 run() {
-	local flavour=$1 pgc
+	local flavour=$1 pgc root=""
 	shift
 	prepare "$flavour" || exit 1
 	case "$flavour" in
-		*-cassert) pgc=$(cassert_prefix "$flavour")/bin/pg_config ;;
+		*-cassert|*-asan) pgc=$(cassert_prefix "$flavour")/bin/pg_config ;;
 		*) pgc=/usr/lib/postgresql/$(major_of "$flavour")/bin/pg_config ;;
 	esac
-	if in_chroot "$flavour"; then
+	in_chroot "$flavour" && root=$(chroot_dir "$flavour")
+	sanitizer_env "$flavour" "$root" || exit 1
+	if [ -n "$root" ]; then
 		# the application runtimes are the host's only (test/deps.sh)
-		chroot_exec "$(chroot_dir "$flavour")" env PG_CONFIG="$pgc" IDEM_APP_DEPS=0 \
-			IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" "$@"
+		chroot_exec "$root" env PG_CONFIG="$pgc" IDEM_APP_DEPS=0 \
+			IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" "${sanitizers[@]}" "$@"
 	else
-		env PG_CONFIG="$pgc" IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" "$@"
+		env PG_CONFIG="$pgc" IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" \
+			"${sanitizers[@]}" "$@"
 	fi
+}
+
+# The sanitizers' settings for the programs of flavour $1 (whose chroot, if
+# any, is $2) into sanitizers, as NAME=value words for env; none but for a
+# sanitizer build.  Every program of the run inherits them: pg_regress's,
+# the isolation tester's and the TAP tests' servers, and the client
+# programs.  Their directory, IDEM_SANITIZER_LOGS (a path as seen by the
+# run; by default /tmp/idem-sanitizer-<flavour>), is made writable by all:
+# the servers run as postgres, make and pg_config as whoever runs the tests.
+sanitizer_env() {
+	local dir=${IDEM_SANITIZER_LOGS:-/tmp/idem-sanitizer-$1}
+	sanitizers=()
+	case "$1" in *-asan) ;; *) return 0 ;; esac
+	mkdir -p "$2$dir" && chmod 1777 "$2$dir" || die "cannot make $2$dir"
+	# Every server of the run (TEMP_CONFIG: the TAP tests'; --temp-config:
+	# pg_regress's and the isolation tester's) gets 6MB of stack, not 2MB:
+	# the sanitizers' frames are about three times as large, and core's
+	# own JSON parser stops at 6,700 levels of nesting with 2MB, where
+	# the tests ask for 10,000.  (8MB, the usual ulimit -s, allows it.)
+	echo "max_stack_depth = 6MB" >"$2$dir/server.conf" || die "cannot write $2$dir/server.conf"
+	# detect_stack_use_after_return stays off: its fake frames are on the
+	# heap, and the server's stack depth check measures the stack by the
+	# addresses of locals.
+	# gcc's UBSan is a runtime of its own next to ASan's, which reads its
+	# options at its first report, from /proc/self/environ: in a backend
+	# the process title has been written over that by then, so there it
+	# runs with its defaults (report, go on, no stack) and writes to
+	# stderr, the server's log, whatever log_path says; and it then points
+	# ASan's reports of that process to stderr too.  Elsewhere (psql, a
+	# --single server) it reads these, where log_path keeps ASan's in DIR.
+	sanitizers=("ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0:log_path=$dir/report"
+		"UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=0:log_path=$dir/report"
+		"TEMP_CONFIG=$dir/server.conf"
+		"EXTRA_REGRESS_OPTS=${EXTRA_REGRESS_OPTS:+$EXTRA_REGRESS_OPTS }--temp-config=$dir/server.conf")
 }
 
 # An older server for the tests across major versions, inside flavour $2's
@@ -444,6 +525,11 @@ kit() {
 
 # The command line
 main() {
+	# a flavour's other name stands for it wherever a flavour is named
+	case "${1:-}" in
+		prepare|run|chroot|name) [ $# -ge 2 ] && set -- "$1" "$(flavour_name "$2")" "${@:3}" ;;
+		kit) [ $# = 4 ] && set -- "$1" "$(flavour_name "$2")" "$(flavour_name "$3")" "$4" ;;
+	esac
 	case "${1:-}" in
 		prepare) [ $# = 2 ] || die "usage: $0 prepare FLAVOUR"; prepare "$2" ;;
 		run) [ $# -ge 3 ] || die "usage: $0 run FLAVOUR CMD..."; shift; run "$@" ;;
@@ -452,7 +538,8 @@ main() {
 		mirror) mirror ;;
 		chroot) [ $# = 2 ] || die "usage: $0 chroot FLAVOUR"; in_chroot "$2" && chroot_dir "$2" ;;
 		flavours) printf '%s\n' "${FLAVOURS[@]}" ;;
-		*) die "usage: $0 prepare|run|kit|mirror|chroot|flavours ..." ;;
+		name) [ $# = 2 ] || die "usage: $0 name FLAVOUR"; codename_of "$2" >/dev/null && echo "$2" ;;
+		*) die "usage: $0 prepare|run|kit|mirror|chroot|flavours|name ..." ;;
 	esac
 }
 
