@@ -111,7 +111,8 @@ SELECT '$what', (SELECT count(*) FROM $table),
        pg_wal_lsn_diff(:'lsn1', :'lsn0'),
        pg_relation_size('$table'),
        pg_relation_size('${table}_pkey'),
-       pg_relation_size('${table}_expires_at_idx');
+       -- before 1.6 only
+       coalesce(pg_relation_size(to_regclass('${table}_expires_at_idx')), 0);
 EOF
 }
 

@@ -119,10 +119,11 @@ SELECT * FROM pg_temp.refused('webhooks', $$
     ALTER TABLE idem.webhooks ADD CONSTRAINT webhooks_pkey PRIMARY KEY (source, event_id)
 $$);
 
--- the purge's index on another column
+-- a trigger that calls the purge's trigger function, but before each row:
+-- only idem's own statement trigger may call it
 SELECT * FROM pg_temp.refused('keys', $$
-    DROP INDEX idem.keys_expires_at_idx;
-    CREATE INDEX keys_expires_at_idx ON idem.keys (created_at)
+    CREATE TRIGGER keys_outside_row BEFORE INSERT ON idem.keys
+        FOR EACH ROW EXECUTE FUNCTION idem.expiry_outside_write()
 $$);
 
 -- a row trigger, which idem would never fire
@@ -145,7 +146,8 @@ CREATE TRIGGER keys_audit BEFORE INSERT ON idem.keys
     FOR EACH ROW EXECUTE FUNCTION public.shape_trigger();
 COMMIT;
 SELECT count(*) AS pending_written FROM idem.keys WHERE key = 'shape-pending';
-SELECT count(*) AS triggers FROM pg_trigger WHERE tgrelid = 'idem.keys'::regclass;
+-- idem's own: keys_outside_write (idem--1.5--1.6.sql)
+SELECT tgname FROM pg_trigger WHERE tgrelid = 'idem.keys'::regclass;
 
 -- a CHECK constraint, which idem would never check: a key it wrote could
 -- break it while the constraint stayed marked valid

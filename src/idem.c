@@ -3,7 +3,8 @@
  *		Module entry point: settings, shared memory hooks, the purge worker.
  *
  * Every SQL function works when the library is loaded on demand.  Only the
- * counters and the purge worker need shared_preload_libraries = 'idem'; in
+ * counters, the purge worker and the purge's expiry map (without which a
+ * purge reads whole tables) need shared_preload_libraries = 'idem'; in
  * binary-upgrade mode (pg_upgrade) the purge worker is not registered.
  */
 #include "postgres.h"
@@ -18,6 +19,7 @@
 #include "idem.h"
 #include "purge.h"
 #include "stats.h"
+#include "store.h"
 
 PG_MODULE_MAGIC;
 
@@ -34,7 +36,7 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 void		_PG_init(void);
 
-/* Ask for the counters' shared memory (15 allows it only in this hook) */
+/* Ask for the shared memory of the counters, the worker and the expiry map */
 static void
 idem_shmem_request(void)
 {
@@ -42,9 +44,10 @@ idem_shmem_request(void)
 		prev_shmem_request_hook();
 	idem_stats_shmem_request();
 	idem_purge_worker_shmem_request();
+	idem_expiry_shmem_request();
 }
 
-/* Attach to, or create, the counters in shared memory */
+/* Attach to, or create, the counters, the worker's state and the expiry map */
 static void
 idem_shmem_startup(void)
 {
@@ -52,6 +55,7 @@ idem_shmem_startup(void)
 		prev_shmem_startup_hook();
 	idem_stats_shmem_startup();
 	idem_purge_worker_shmem_startup();
+	idem_expiry_shmem_startup();
 }
 
 /* Define the idem.* settings */

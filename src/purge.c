@@ -4,10 +4,12 @@
  *
  * idem_purge_batch() does the work; the SQL function idem_purge() (run by
  * pg_cron or by hand) and the purge worker, which calls it directly and runs
- * no SQL, both go through it.  It walks each table's expires_at index up to
- * now and deletes what it may: a row whose key a live transaction holds or
- * is writing is skipped (the next pass gets it), and a processing row whose
- * lease has not run out is never removed.
+ * no SQL, both go through it.  From 1.6 it sweeps each table in physical
+ * order, skipping what the expiry map knows holds nothing to delete
+ * (store_expiry.c); a table not yet updated is read through its expires_at
+ * index up to now.  Either way it deletes what it may: a row whose key a
+ * live transaction holds or is writing is skipped (the next pass gets it),
+ * and a processing row whose lease has not run out is never removed.
  */
 #include "postgres.h"
 
@@ -15,6 +17,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "commands/trigger.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -28,6 +31,7 @@
 #include "store.h"
 
 PG_FUNCTION_INFO_V1(idem_purge);
+PG_FUNCTION_INFO_V1(idem_expiry_outside_write);
 
 /* Is this expired row of idem.keys still held by a live lease? */
 static bool
@@ -57,6 +61,12 @@ purge_table(IdemTable which, TimestampTz now, int64 limit)
 	 */
 	CommandCounterIncrement();
 	idem_store_open(&st, which, true);
+	if (!idem_store_has_expires_index(&st))
+	{
+		deleted = idem_expiry_sweep(&st, now, limit);
+		idem_store_close(&st);
+		return deleted;
+	}
 	index = idem_store_open_expires(&st);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	ScanKeyInit(&skey, 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE,
@@ -117,4 +127,23 @@ idem_purge(PG_FUNCTION_ARGS)
 					 errmsg("batch_size must be positive")));
 	}
 	PG_RETURN_INT64(idem_purge_batch(limit));
+}
+
+/*
+ * Trigger idem.expiry_outside_write(), after each INSERT or UPDATE statement
+ * on idem.keys and idem.webhooks: idem writes without the executor, so only
+ * a write that bypasses idem (SQL, COPY, a restore) fires it.  The purge
+ * then reads the whole table again, as the rows may expire anywhere.
+ */
+Datum
+idem_expiry_outside_write(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("idem.expiry_outside_write() must be called as a trigger")));
+	idem_expiry_forget(trigdata->tg_relation);
+	PG_RETURN_POINTER(NULL);
 }

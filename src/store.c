@@ -25,6 +25,7 @@
 #include "access/htup_details.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "commands/sequence.h"
 #include "common/hashfn.h"
@@ -34,12 +35,17 @@
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "storage/predicate.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
+#include "commands/trigger.h"
+#include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "idem.h"
 #include "store.h"
@@ -59,8 +65,9 @@ typedef struct StoreOids
 	bool		valid;
 	Oid			heap[IDEM_NTABLES];
 	Oid			pkey[IDEM_NTABLES];
-	Oid			expires[IDEM_NTABLES];	/* InvalidOid: the table has none */
+	Oid			expires[IDEM_NTABLES];	/* InvalidOid: none (from 1.6, or sources) */
 	Oid			token_seq;
+	Oid			outside_write;	/* trigger function idem.expiry_outside_write (1.6) */
 } StoreOids;
 
 static StoreOids oids;
@@ -139,10 +146,21 @@ store_resolve(void)
 		}
 		oids.heap[i] = store_relid(nsp, idem_store_heap_names[i]);
 		oids.pkey[i] = store_relid(nsp, idem_store_pkey_names[i]);
-		oids.expires[i] = idem_store_expires_names[i] != NULL ?
-			store_relid(nsp, idem_store_expires_names[i]) : InvalidOid;
 	}
 	oids.token_seq = store_relid(nsp, "token_seq");
+	oids.outside_write = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+										 CStringGetDatum("expiry_outside_write"),
+										 PointerGetDatum(buildoidvector(NULL, 0)),
+										 ObjectIdGetDatum(nsp));
+	/*
+	 * Before 1.6, which drops them and adds that function, the purge scans
+	 * the indexes on expires_at; from 1.6 it sweeps (store_expiry.c), and an
+	 * index of that name is a user's, like any other.
+	 */
+	for (i = 0; i < IDEM_NTABLES; i++)
+		oids.expires[i] = OidIsValid(oids.heap[i]) && idem_store_expires_names[i] != NULL &&
+			!OidIsValid(oids.outside_write) ?
+			store_relid(nsp, idem_store_expires_names[i]) : InvalidOid;
 	oids.valid = true;
 }
 
@@ -174,8 +192,57 @@ store_check_table(IdemStore *st, LOCKMODE lockmode)
 
 	idem_store_check_columns(st->heap, st->which);
 	idem_store_check_indexes(st, oids.expires[st->which], lockmode);
-	idem_store_check_bypassed(st->heap, st->which);
+	idem_store_check_bypassed(st->heap, st->which, oids.outside_write);
 	checked[st->which] = seen;
+}
+
+/*
+ * Has the table st has open an index on expires_at (before 1.6), which the
+ * purge then scans?
+ */
+bool
+idem_store_has_expires_index(IdemStore *st)
+{
+	return OidIsValid(oids.expires[st->which]);
+}
+
+/*
+ * Does a statement that writes the table st has open without idem fire
+ * idem.expiry_outside_write, as idem--1.5--1.6.sql set it up (after each
+ * INSERT or UPDATE statement, whatever session_replication_role)?  Only
+ * then may the purge skip what the expiry map says holds nothing.  Answers
+ * the transaction that last changed the trigger (ENABLE and DISABLE do),
+ * or InvalidTransactionId: the map forgets the table when that changes, as
+ * writes may have gone unseen meanwhile.
+ */
+TransactionId
+idem_store_outside_writes_seen(IdemStore *st)
+{
+	Relation	rel;
+	ScanKeyData skey;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	TransactionId seen = InvalidTransactionId;
+
+	if (!OidIsValid(oids.outside_write))
+		return InvalidTransactionId;
+	rel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyInit(&skey, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(RelationGetRelid(st->heap)));
+	scan = systable_beginscan(rel, TriggerRelidNameIndexId, true, NULL, 1, &skey);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_trigger trig = (Form_pg_trigger) GETSTRUCT(tup);
+
+		if (trig->tgfoid == oids.outside_write &&
+			trig->tgenabled == TRIGGER_FIRES_ALWAYS &&
+			!TRIGGER_FOR_ROW(trig->tgtype) && TRIGGER_FOR_AFTER(trig->tgtype) &&
+			TRIGGER_FOR_INSERT(trig->tgtype) && TRIGGER_FOR_UPDATE(trig->tgtype))
+			seen = HeapTupleHeaderGetXmin(tup->t_data);
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return seen;
 }
 
 /* Open the expires_at index of the table st has open (purge scans it) */
@@ -519,6 +586,16 @@ idem_store_still_visible(IdemTable which, IdemRowVersion *version)
 	return visible;
 }
 
+/* Tell the expiry map when the row version just written expires */
+static void
+store_note_expiry(IdemStore *st, Datum *values)
+{
+	AttrNumber	expires = idem_store_shapes[st->which].expires;
+
+	if (expires != 0)
+		idem_expiry_note(st->heap, &st->written, DatumGetTimestampTz(values[expires - 1]));
+}
+
 /* Insert a new row (the key lock is held and no row exists) */
 void
 idem_store_insert(IdemStore *st, Datum *values, bool *nulls)
@@ -528,6 +605,7 @@ idem_store_insert(IdemStore *st, Datum *values, bool *nulls)
 	heap_insert(st->heap, tup, GetCurrentCommandId(true), 0, NULL);
 	st->written = tup->t_self;
 	idem_core_insert_index_entries(st->heap, tup, IDEM_INDEX_INSERT, NULL);
+	store_note_expiry(st, values);
 	heap_freetuple(tup);
 	/* later calls of this transaction, even in this statement, see it */
 	CommandCounterIncrement();
@@ -583,6 +661,7 @@ idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 	st->written = tup->t_self;
 	if (index_entries != IDEM_INDEX_NONE)
 		idem_core_insert_index_entries(st->heap, tup, index_entries, modified);
+	store_note_expiry(st, values);
 	bms_free(modified);
 	heap_freetuple(tup);
 	CommandCounterIncrement();
@@ -631,12 +710,23 @@ idem_store_delete_expired(IdemStore *st)
 	bool		isnull;
 	text	   *a = DatumGetTextPP(slot_getattr(st->slot, 1, &isnull));
 	text	   *b = DatumGetTextPP(slot_getattr(st->slot, 2, &isnull));
+
+	return idem_store_delete_expired_tid(st, &st->slot->tts_tid, a, b);
+}
+
+/*
+ * Delete the expired row at tid, whose key is (a, b), as
+ * idem_store_delete_expired does
+ */
+bool
+idem_store_delete_expired_tid(IdemStore *st, ItemPointer tid, text *a, text *b)
+{
 	TM_FailureData tmfd;
 	TM_Result	result;
 
 	if (!idem_store_lock(st->which, a, b, true))
 		return false;
-	result = heap_delete(st->heap, &st->slot->tts_tid, GetCurrentCommandId(true),
+	result = heap_delete(st->heap, tid, GetCurrentCommandId(true),
 						 InvalidSnapshot, false, &tmfd, false);
 	idem_store_unlock(st->which, a, b);
 	return result == TM_Ok;

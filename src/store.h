@@ -18,6 +18,7 @@
 #include "executor/tuptable.h"
 #include "utils/rel.h"
 #include "utils/snapshot.h"
+#include "utils/timestamp.h"
 
 typedef enum IdemTable
 {
@@ -143,8 +144,19 @@ extern void idem_store_update(IdemStore *st, Datum *values, bool *nulls);
 extern void idem_store_delete(IdemStore *st);
 extern bool idem_store_has_column(IdemStore *st, int column);
 extern int64 idem_store_next_token(void);
+extern bool idem_store_has_expires_index(IdemStore *st);
 extern Relation idem_store_open_expires(IdemStore *st);
 extern bool idem_store_delete_expired(IdemStore *st);
+extern bool idem_store_delete_expired_tid(IdemStore *st, ItemPointer tid,
+										  text *a, text *b);
+extern TransactionId idem_store_outside_writes_seen(IdemStore *st);
+
+/* The purge's sweep and the expiry map (store_expiry.c) */
+extern void idem_expiry_shmem_request(void);
+extern void idem_expiry_shmem_startup(void);
+extern void idem_expiry_note(Relation heap, ItemPointer tid, TimestampTz expires);
+extern void idem_expiry_forget(Relation heap);
+extern int64 idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit);
 
 /* Which index entries a new row version needs (store_core.c) */
 typedef enum IdemIndexUpdate
@@ -162,5 +174,8 @@ extern void idem_core_insert_index_entries(Relation heap, HeapTuple tup,
 										   IdemIndexUpdate which, Bitmapset *modified);
 extern TM_Result idem_core_update(Relation heap, ItemPointer otid, HeapTuple tup,
 								  IdemIndexUpdate *which);
+extern void idem_core_page_prepare(Relation heap, Buffer buffer);
+extern bool idem_core_page_next(Relation heap, Buffer buffer, Snapshot snapshot,
+								OffsetNumber *off, HeapTuple tup);
 
 #endif							/* IDEM_STORE_H */

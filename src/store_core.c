@@ -167,3 +167,51 @@ idem_core_update(Relation heap, ItemPointer otid, HeapTuple tup,
 #endif
 	return result;
 }
+
+/*
+ * Follows heapgetpage (15) and heap_prepare_pagescan (17, 18) in
+ * access/heap/heapam.c, for a page the caller has pinned and share-locked:
+ * the next normal tuple after *off (InvalidOffsetNumber: the first), set up
+ * in *tup as those functions do, or false when there is none.  Visibility
+ * is the caller's.
+ *   15: heapgetpage calls TestForOldSnapshot once the page is locked;
+ *   17, 18: old_snapshot_threshold is gone, and that call with it.
+ */
+bool
+idem_core_page_next(Relation heap, Buffer buffer, Snapshot snapshot,
+					OffsetNumber *off, HeapTuple tup)
+{
+	Page		page = BufferGetPage(buffer);
+	OffsetNumber maxoff = PageGetMaxOffsetNumber(page);
+	OffsetNumber offnum;
+
+#if PG_VERSION_NUM < 170000
+	if (*off == InvalidOffsetNumber)
+		TestForOldSnapshot(snapshot, heap, page);
+#endif
+	for (offnum = OffsetNumberNext(*off); offnum <= maxoff; offnum++)
+	{
+		ItemId		lp = PageGetItemId(page, offnum);
+
+		if (!ItemIdIsNormal(lp))
+			continue;
+		tup->t_data = (HeapTupleHeader) PageGetItem(page, lp);
+		tup->t_len = ItemIdGetLength(lp);
+		tup->t_tableOid = RelationGetRelid(heap);
+		ItemPointerSet(&tup->t_self, BufferGetBlockNumber(buffer), offnum);
+		*off = offnum;
+		return true;
+	}
+	*off = maxoff;
+	return false;
+}
+
+/*
+ * Follows the start of heapgetpage (15) and heap_prepare_pagescan (17, 18):
+ * prune the pinned page if it is worth it, before it is locked to be read.
+ */
+void
+idem_core_page_prepare(Relation heap, Buffer buffer)
+{
+	heap_page_prune_opt(heap, buffer);
+}

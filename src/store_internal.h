@@ -28,7 +28,7 @@ typedef struct StoreShape
 	int			min_natts;		/* before the update that added the last ones */
 	int			npkey;			/* columns of the primary key */
 	AttrNumber	pkey[2];		/* (key, scope), (event_id, source) or (source) */
-	AttrNumber	expires;		/* expires_at, which the purge scans; 0: none */
+	AttrNumber	expires;		/* expires_at, which the purge reads; 0: none */
 } StoreShape;
 
 /* The names the install scripts give idem's tables and their indexes */
@@ -40,6 +40,6 @@ extern const StoreShape idem_store_shapes[IDEM_NTABLES];
 
 extern void idem_store_check_columns(Relation heap, IdemTable which);
 extern void idem_store_check_indexes(IdemStore *st, Oid expires_oid, LOCKMODE lockmode);
-extern void idem_store_check_bypassed(Relation heap, IdemTable which);
+extern void idem_store_check_bypassed(Relation heap, IdemTable which, Oid outside_write);
 
 #endif							/* IDEM_STORE_INTERNAL_H */

@@ -19,6 +19,7 @@
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_rewrite.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "utils/builtins.h"
@@ -154,8 +155,8 @@ store_index_is(Relation ind, Relation heap, const AttrNumber *attnums, int n,
 }
 
 /*
- * Check the primary key and the expires_at index (expires_oid) of the table
- * st has open
+ * Check the primary key and the expires_at index (expires_oid, if there is
+ * one) of the table st has open
  */
 void
 idem_store_check_indexes(IdemStore *st, Oid expires_oid, LOCKMODE lockmode)
@@ -172,7 +173,8 @@ idem_store_check_indexes(IdemStore *st, Oid expires_oid, LOCKMODE lockmode)
 									cols[shape->pkey[0] - 1].name,
 									shape->npkey > 1 ? ", " : "",
 									shape->npkey > 1 ? cols[shape->pkey[1] - 1].name : ""));
-	if (shape->expires == 0)
+	/* 1.6 drops it: the purge sweeps the table (store_expiry.c) */
+	if (shape->expires == 0 || !OidIsValid(expires_oid))
 		return;
 	expires = index_open(expires_oid, lockmode);
 	ok = store_index_is(expires, st->heap, &shape->expires, 1, false, false);
@@ -268,14 +270,24 @@ store_refuse_trigger(Relation heap, IdemTable which, Trigger *trig)
  * Refuse a table with anything that idem, which writes without the
  * executor, would bypass: triggers (foreign keys in either direction are
  * triggers on it too), CHECK constraints, rules and row-level security.
+ * The one kind of trigger allowed is idem's own: after each statement, it
+ * calls outside_write (idem.expiry_outside_write), for the writes that do
+ * not go through idem.
  */
 void
-idem_store_check_bypassed(Relation heap, IdemTable which)
+idem_store_check_bypassed(Relation heap, IdemTable which, Oid outside_write)
 {
 	TupleConstr *constr = RelationGetDescr(heap)->constr;
+	int			i;
 
-	if (heap->trigdesc != NULL && heap->trigdesc->numtriggers > 0)
-		store_refuse_trigger(heap, which, &heap->trigdesc->triggers[0]);
+	for (i = 0; heap->trigdesc != NULL && i < heap->trigdesc->numtriggers; i++)
+	{
+		Trigger    *trig = &heap->trigdesc->triggers[i];
+
+		if (!OidIsValid(outside_write) || trig->tgfoid != outside_write ||
+			TRIGGER_FOR_ROW(trig->tgtype) || !TRIGGER_FOR_AFTER(trig->tgtype))
+			store_refuse_trigger(heap, which, trig);
+	}
 	if (constr != NULL && constr->num_check > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -14,11 +14,14 @@
 # keeps every row, source and grant, and states in the comment of
 # idem_webhook_receive the address rule of sources with allowed_ips, which
 # is in the library: on a database still at 1.4, before its update, the new
-# library already rejects a delivery whose client_ip is NULL; 1.0, 1.1,
-# 1.2, 1.3 and 1.4 each update straight to 1.5 with their rows and grants;
-# a fresh CREATE EXTENSION (1.0 followed by the update scripts) gives the
-# same objects, the same idem.keys and the same comments; DROP EXTENSION
-# leaves nothing behind in the catalogs.
+# library already rejects a delivery whose client_ip is NULL; from 1.5 to
+# 1.6 it drops the indexes on expires_at and adds the trigger function
+# idem.expiry_outside_write, keeping every other member, row, source and
+# grant (until the update the new library purges through the indexes, after
+# it by sweeping the tables); 1.0 to 1.5 each update straight to 1.6 with
+# their rows and grants; a fresh CREATE EXTENSION (1.0 followed by the
+# update scripts) gives the same objects, the same idem.keys and the same
+# comments; DROP EXTENSION leaves nothing behind in the catalogs.
 use strict;
 use warnings;
 
@@ -489,8 +492,8 @@ my $sources_14 = sql('up', $sources_q);
 my $member_oids_14 = sql('up', $member_oids_q);
 my $shape_14 = join("\n", map { sql('up', $_) } $columns_q, $labels_q);
 
-sql('up', 'ALTER EXTENSION idem UPDATE');
-is(sql('up', $version_q), '1.5', 'ALTER EXTENSION idem UPDATE goes on to 1.5');
+sql('up', "ALTER EXTENSION idem UPDATE TO '1.5'");
+is(sql('up', $version_q), '1.5', "ALTER EXTENSION idem UPDATE TO '1.5' goes on to 1.5");
 is(sql('up', $member_oids_q), $member_oids_14,
 	'the update to 1.5 adds, drops and re-creates no object: every member keeps its oid');
 is(rows_of('up'), $rows_14, 'every key, webhook record and the token sequence are unchanged by the update to 1.5');
@@ -512,10 +515,62 @@ is( $node->safe_psql(
 	"rejected|ip\nrejected|ip\nnew|\nduplicate|\nnew|",
 	'the role granted under 1.4 receives after the update: NULL and a network rejected, an IPv4-mapped one taken and a known one a duplicate; a source without allowed_ips takes a NULL');
 
-# --- 1.0, 1.1, 1.2, 1.3 and 1.4 each straight to 1.5 ---
+# --- 1.5 to 1.6: no index on expires_at, the purge sweeps ---
+
+# Until the update the new library purges a 1.5 database through its
+# indexes on expires_at: two expired keys and an expired delivery go, a
+# live key stays.
+my $indexes_q = q{SELECT string_agg(indexrelid::regclass::text, ' ' ORDER BY indexrelid::regclass::text)
+FROM pg_index WHERE indrelid IN ('idem.keys'::regclass, 'idem.webhooks'::regclass)};
+sql('up', q{
+SELECT idem_claim('p-old-1'), idem_claim('p-old-2'), idem_claim('p-live');
+SELECT idem_webhook('stripe', 'evt-old');
+UPDATE idem.keys SET expires_at = now() - interval '1 s', lease_until = now() - interval '1 s'
+WHERE key LIKE 'p-old-%';
+UPDATE idem.webhooks SET expires_at = now() - interval '1 s' WHERE event_id = 'evt-old';
+});
+is( sql('up', $indexes_q . '; SELECT idem_purge()'),
+	"idem.keys_expires_at_idx idem.keys_pkey idem.webhooks_expires_at_idx idem.webhooks_pkey\n3",
+	'at 1.5, before the update, the new library purges through the indexes on expires_at');
+
+my $acls_15 = sql('up', $acls_q);
+my $rows_15 = rows_of('up');
+my $sources_15 = sql('up', $sources_q);
+my $member_oids_15 = sql('up', $member_oids_q);
+
+# a key that expires at 1.5 is purged at 1.6
+sql('up', q{
+SELECT idem_claim('p-old-3');
+UPDATE idem.keys SET expires_at = now() - interval '1 s', lease_until = now() - interval '1 s'
+WHERE key = 'p-old-3';
+});
+$rows_15 = rows_of('up');
+sql('up', 'ALTER EXTENSION idem UPDATE');
+is(sql('up', $version_q), '1.6', 'ALTER EXTENSION idem UPDATE goes on to 1.6');
+is(sql('up', $indexes_q), 'idem.keys_pkey idem.webhooks_pkey', 'the update drops the indexes on expires_at');
+is( sql('up', $member_oids_q . q{ AND NOT (classid = 'pg_proc'::regclass
+        AND objid = 'idem.expiry_outside_write()'::regprocedure)}),
+	$member_oids_15,
+	'the update to 1.6 adds the trigger function and drops or re-creates no member: each keeps its oid');
+is( sql('up', q{SELECT string_agg(concat_ws(' ', tgrelid::regclass, tgname, tgenabled), ', ' ORDER BY tgname)
+FROM pg_trigger WHERE tgfoid = 'idem.expiry_outside_write()'::regprocedure}),
+	'idem.keys keys_outside_write A, idem.webhooks webhooks_outside_write A',
+	'its triggers fire on idem.keys and idem.webhooks ALWAYS');
+is(rows_of('up'), $rows_15, 'every key, webhook record and the token sequence are unchanged by the update to 1.6');
+is(sql('up', $sources_q), $sources_15, 'every webhook source is unchanged by the update to 1.6');
+is(acls_kept('up', $acls_15), $acls_15, 'every grant is kept by the update to 1.6');
+is( sql('up', q{SELECT has_function_privilege('app', 'idem.expiry_outside_write()', 'EXECUTE'),
+                       has_function_privilege('public', 'idem.expiry_outside_write()', 'EXECUTE')}),
+	'f|f', 'neither PUBLIC nor the application role may execute the trigger function');
+is( sql('up', q{SELECT idem_purge();
+SELECT string_agg(key, ' ' ORDER BY key) FROM idem.keys WHERE key LIKE 'p-%'}),
+	"1\np-live",
+	'after the update the purge sweeps: the key expired before it goes, the live one stays');
+
+# --- 1.0, 1.1, 1.2, 1.3, 1.4 and 1.5 each straight to 1.6 ---
 
 my %updated;
-for my $from ('1.0', '1.1', '1.2', '1.3', '1.4')
+for my $from ('1.0', '1.1', '1.2', '1.3', '1.4', '1.5')
 {
 	my $db = 'from_' . ($from =~ s/\.//r);
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
@@ -550,22 +605,22 @@ ROLLBACK;
 DELETE FROM idem.webhooks WHERE event_id = 'evt-before';
 }),
 		qq{completed\nt\n\ngh\nt\n\ncompleted|201|{"ok":true}},
-		"$from to 1.5: the session that updated uses the sources table and the new columns at once");
-	is(sql($db, $version_q), '1.5', "$from updates to 1.5 in one ALTER EXTENSION");
-	is(rows_of($db), $rows, "$from to 1.5 keeps every key, webhook record and the token sequence");
-	is(acls_kept($db, $acls), $acls, "$from to 1.5 keeps every grant");
+		"$from to 1.6: the session that updated uses the sources table and the new columns at once");
+	is(sql($db, $version_q), '1.6', "$from updates to 1.6 in one ALTER EXTENSION");
+	is(rows_of($db), $rows, "$from to 1.6 keeps every key, webhook record and the token sequence");
+	is(acls_kept($db, $acls), $acls, "$from to 1.6 keeps every grant");
 	is( $node->safe_psql(
 			$db, q{SELECT status FROM idem_claim('d-completed')},
 			extra_params => [ '-U', 'app' ]),
-		'completed', "$from to 1.5: the granted role replays a key written under $from");
+		'completed', "$from to 1.6: the granted role replays a key written under $from");
 	is( sql($db, q{SELECT status, http_status, body FROM idem_http_claim('d-completed')}),
 		'completed|200|{"charge": "ch_7"}',
-		"$from to 1.5: idem_http_claim replays it as 200 with its jsonb's text");
+		"$from to 1.6: idem_http_claim replays it as 200 with its jsonb's text");
 	is( sql($db, q{
 SELECT has_function_privilege('app', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE'),
        has_function_privilege('app', 'idem_http_claim(text, bytea, text, interval, interval, interval)', 'EXECUTE'),
        has_function_privilege('app', 'idem_http_respond(text, integer, text, text, bigint)', 'EXECUTE')}),
-		'f|f|f', "$from to 1.5: the role may execute none of the functions it was not granted");
+		'f|f|f', "$from to 1.6: the role may execute none of the functions it was not granted");
 	$updated{$from} = $db;
 }
 
@@ -575,9 +630,10 @@ $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 my $fresh_clean_catalog = sql('fresh', $catalog_q);
 sql('fresh', 'CREATE EXTENSION idem');
 is(sql('fresh', $version_q),
-	'1.5', 'CREATE EXTENSION installs 1.5 by default');
+	'1.6', 'CREATE EXTENSION installs 1.6 by default');
 is(sql('fresh', $members_q), sql('up', $members_q),
-	'a fresh 1.5 has exactly the objects of an updated 1.0');
+	'a fresh 1.6 has exactly the objects of an updated 1.0');
+is(sql('fresh', $indexes_q), sql('up', $indexes_q), 'and exactly its indexes');
 is(sql('fresh', $columns_q), sql('up', $columns_q),
 	'and exactly its columns of idem.keys, in the same order');
 is( sql('fresh', $labels_q),
@@ -589,17 +645,17 @@ for my $from (sort keys %updated)
 {
 	is( join("\n", map { sql($updated{$from}, $_) } $members_q, $columns_q, $labels_q, $comments_q),
 		join("\n", map { sql('fresh', $_) } $members_q, $columns_q, $labels_q, $comments_q),
-		"$from updated straight to 1.5 has the objects, columns, labels and comments of a fresh 1.5");
+		"$from updated straight to 1.6 has the objects, columns, labels and comments of a fresh 1.6");
 }
 is( sql('fresh', q{SELECT string_agg(path, ', ') FROM pg_extension_update_paths('idem')
-                   WHERE source = '1.0' AND target = '1.5'}),
-	'1.0--1.1--1.2--1.3--1.4--1.5', 'the update path is 1.0--1.1--1.2--1.3--1.4--1.5');
-is(sql('fresh', q{SELECT status FROM idem_claim('f-1')}), 'claimed', 'claims work in a fresh 1.5');
+                   WHERE source = '1.0' AND target = '1.6'}),
+	'1.0--1.1--1.2--1.3--1.4--1.5--1.6', 'the update path is 1.0--1.1--1.2--1.3--1.4--1.5--1.6');
+is(sql('fresh', q{SELECT status FROM idem_claim('f-1')}), 'claimed', 'claims work in a fresh 1.6');
 is( sql('fresh', q{
 SELECT has_function_privilege('public', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE'),
        has_function_privilege('public', 'idem_http_claim(text, bytea, text, interval, interval, interval)', 'EXECUTE'),
        has_function_privilege('public', 'idem_http_respond(text, integer, text, text, bigint)', 'EXECUTE')}),
-	'f|f|f', 'PUBLIC cannot execute idem_wechatpay_decrypt, idem_http_claim or idem_http_respond in a fresh 1.5');
+	'f|f|f', 'PUBLIC cannot execute idem_wechatpay_decrypt, idem_http_claim or idem_http_respond in a fresh 1.6');
 
 # --- DROP EXTENSION removes everything ---
 

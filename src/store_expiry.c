@@ -1,0 +1,505 @@
+/*
+ * store_expiry.c
+ *		Finding expired rows without an index on expires_at: the purge reads
+ *		the table in physical order, and an expiry map in shared memory lets
+ *		it skip what holds nothing to delete.
+ *
+ * A B-tree on expires_at costs every claim and every webhook delivery an
+ * index insert: WAL, CPU, and 23 bytes a key on disk, for the purge alone.
+ * From 1.6 the tables have none.  The purge reads a table range by range
+ * (EXPIRY_RANGE_BLOCKS blocks), deleting what has expired, and the map says
+ * for each range of up to EXPIRY_TABLES tables which ranges it can skip.
+ *
+ * The map protocol.  A range is known when its epoch equals its table's;
+ * then no row of it that a transaction may still see becomes purgeable
+ * before min (purgeable: expired, and for a key past its lease too).
+ *	 - Writers: idem_store_insert and idem_store_update note each row version
+ *	   they wrote, after writing it: under the range's spinlock, min and, if
+ *	   a sweep holds the range, noted are lowered to its expires_at.
+ *	 - A sweep of a range holds it (sweeping = the table's epoch, noted =
+ *	   infinity) unless another sweep of this epoch does, reads its pages,
+ *	   and on reading them all sets min to the least of noted and of what it
+ *	   left (every row a dirty snapshot sees, but those it deleted), and the
+ *	   range's epoch to the one it began in.  A row written meanwhile is on a
+ *	   page before the sweep reads it, or is noted after noted was reset.
+ *	 - Forgetting a table is a new epoch: every range unknown at once.  A
+ *	   table is forgotten when its slot is given to another table (or to its
+ *	   new file after TRUNCATE, CLUSTER or VACUUM FULL), when a transaction
+ *	   that swept it aborts or is prepared (its deletions may come back), and
+ *	   when a statement writes it without idem (SQL, COPY, a restore: the
+ *	   tables' trigger idem.expiry_outside_write, idem--1.5--1.6.sql).
+ *	 - Unknown is also every range after start or a crash, past
+ *	   EXPIRY_RANGES, of a table without that trigger enabled ALWAYS or
+ *	   whose trigger changed since (DISABLE, ENABLE), of a table a
+ *	   subscription writes (apply fires no statement trigger), and every
+ *	   range without shared_preload_libraries: unknown ranges are read.
+ * Only a sweep can make a range skip rows, and only under these rules; a
+ * note or a forgetting only makes the purge read more.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_subscription_rel.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/bufmgr.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "idem.h"
+#include "store.h"
+#include "store_internal.h"
+
+#define EXPIRY_RANGE_BLOCKS	256		/* 2 MB, about 9,000 keys */
+#define EXPIRY_RANGES		8192	/* 16 GB of a table */
+#define EXPIRY_TABLES		8
+#define EXPIRY_TRANCHE		"idem expiry"
+
+/* One range of a table's blocks */
+typedef struct ExpiryRange
+{
+	slock_t		mutex;
+	uint64		epoch;			/* the table's epoch when min was set */
+	uint64		sweeping;		/* epoch of the sweep holding it, or 0 */
+	TimestampTz min;			/* nothing purgeable before it, when known */
+	TimestampTz noted;			/* least expiry noted while swept */
+} ExpiryRange;
+
+/* The ranges of one table (a relation's file) in one database */
+typedef struct ExpiryTable
+{
+	Oid			dbid;			/* InvalidOid: free; set under the lock */
+	Oid			relid;
+	Oid			filenode;
+	TimestampTz swept;			/* last sweep: the least recent slot is reused */
+	TransactionId trigger;		/* last change of its outside-write trigger */
+	pg_atomic_uint64 epoch;		/* from 1; a new one forgets every range */
+	ExpiryRange ranges[EXPIRY_RANGES];
+} ExpiryTable;
+
+typedef struct ExpiryShared
+{
+	LWLock	   *lock;			/* guards the slots' identities */
+	ExpiryTable tables[EXPIRY_TABLES];
+} ExpiryShared;
+
+static ExpiryShared *expiry = NULL;
+
+/* The slot this backend last found a table in */
+static int	cached_slot = -1;
+
+/*
+ * Slots whose ranges this transaction may have made known: forgotten if it
+ * aborts, as its deletions come back
+ */
+static bool touched[EXPIRY_TABLES];
+static bool callbacks_registered = false;
+
+/* Shared memory the map needs */
+static Size
+expiry_memsize(void)
+{
+	return MAXALIGN(sizeof(ExpiryShared));
+}
+
+/* Ask for the map's shared memory and lock (shmem_request_hook) */
+void
+idem_expiry_shmem_request(void)
+{
+	RequestAddinShmemSpace(expiry_memsize());
+	RequestNamedLWLockTranche(EXPIRY_TRANCHE, 1);
+}
+
+/* Create, or attach to, the map: every slot free (shmem_startup_hook) */
+void
+idem_expiry_shmem_startup(void)
+{
+	bool		found;
+	int			i;
+	int			r;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	expiry = ShmemInitStruct("idem expiry map", expiry_memsize(), &found);
+	if (!found)
+	{
+		expiry->lock = &(GetNamedLWLockTranche(EXPIRY_TRANCHE))->lock;
+		for (i = 0; i < EXPIRY_TABLES; i++)
+		{
+			ExpiryTable *t = &expiry->tables[i];
+
+			t->dbid = t->relid = t->filenode = InvalidOid;
+			t->swept = 0;
+			t->trigger = InvalidTransactionId;
+			pg_atomic_init_u64(&t->epoch, 1);
+			for (r = 0; r < EXPIRY_RANGES; r++)
+			{
+				SpinLockInit(&t->ranges[r].mutex);
+				t->ranges[r].epoch = 0;
+				t->ranges[r].sweeping = 0;
+				t->ranges[r].min = DT_NOBEGIN;
+				t->ranges[r].noted = DT_NOEND;
+			}
+		}
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* Is slot t the one of heap's current file? */
+static inline bool
+expiry_slot_is(ExpiryTable *t, Relation heap)
+{
+	return t->dbid == MyDatabaseId && t->relid == RelationGetRelid(heap) &&
+		t->filenode == IDEM_REL_FILENUMBER(heap);
+}
+
+/*
+ * The slot of heap's file, or NULL.  Read without the lock: a slot given to
+ * another table meanwhile only takes a note it did not need.
+ */
+static ExpiryTable *
+expiry_find(Relation heap)
+{
+	int			i;
+
+	if (expiry == NULL)
+		return NULL;
+	if (cached_slot >= 0 && expiry_slot_is(&expiry->tables[cached_slot], heap))
+		return &expiry->tables[cached_slot];
+	for (i = 0; i < EXPIRY_TABLES; i++)
+		if (expiry_slot_is(&expiry->tables[i], heap))
+		{
+			cached_slot = i;
+			return &expiry->tables[i];
+		}
+	return NULL;
+}
+
+/*
+ * Note a row version just written at tid, expiring at expires (the row is
+ * on its page already: see the protocol above)
+ */
+void
+idem_expiry_note(Relation heap, ItemPointer tid, TimestampTz expires)
+{
+	ExpiryTable *t = expiry_find(heap);
+	BlockNumber r = ItemPointerGetBlockNumber(tid) / EXPIRY_RANGE_BLOCKS;
+	ExpiryRange *range;
+
+	if (t == NULL || r >= EXPIRY_RANGES)
+		return;
+	range = &t->ranges[r];
+	SpinLockAcquire(&range->mutex);
+	if (expires < range->min)
+		range->min = expires;
+	if (range->sweeping != 0 && expires < range->noted)
+		range->noted = expires;
+	SpinLockRelease(&range->mutex);
+}
+
+/* Forget what the map knows of heap's file: every range is read again */
+void
+idem_expiry_forget(Relation heap)
+{
+	ExpiryTable *t = expiry_find(heap);
+
+	if (t != NULL)
+		pg_atomic_fetch_add_u64(&t->epoch, 1);
+}
+
+/* Forget the slots this transaction swept; with forget, their ranges too */
+static void
+expiry_untouch(bool forget)
+{
+	int			i;
+
+	for (i = 0; i < EXPIRY_TABLES; i++)
+		if (touched[i])
+		{
+			if (forget)
+				pg_atomic_fetch_add_u64(&expiry->tables[i].epoch, 1);
+			touched[i] = false;
+		}
+}
+
+/* At the end of a transaction that swept: forget if it aborts or is prepared */
+static void
+expiry_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			expiry_untouch(false);
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			expiry_untouch(true);
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * A subtransaction that aborts undoes its deletions too: forget every slot
+ * the transaction swept so far (more than needed, never less)
+ */
+static void
+expiry_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		expiry_untouch(true);
+}
+
+/* Does a subscription write heap (logical replication applies rows)? */
+static bool
+expiry_subscribed(Relation heap)
+{
+	Relation	rel = table_open(SubscriptionRelRelationId, AccessShareLock);
+	ScanKeyData skey;
+	SysScanDesc scan;
+	bool		found;
+
+	ScanKeyInit(&skey, Anum_pg_subscription_rel_srrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(RelationGetRelid(heap)));
+	scan = systable_beginscan(rel, SubscriptionRelSrrelidSrsubidIndexId, true,
+							  NULL, 1, &skey);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * The slot of heap's file for a sweep, taking the least recently swept one
+ * if it has none, and its epoch; NULL when the map cannot serve the table.
+ */
+static ExpiryTable *
+expiry_take(IdemStore *st, uint64 *epoch)
+{
+	Relation	heap = st->heap;
+	ExpiryTable *t = NULL;
+	TransactionId trigger;
+	int			i;
+
+	if (expiry == NULL)
+		return NULL;
+	trigger = idem_store_outside_writes_seen(st);
+	if (!TransactionIdIsValid(trigger) || expiry_subscribed(heap))
+		return NULL;
+	LWLockAcquire(expiry->lock, LW_EXCLUSIVE);
+	for (i = 0; i < EXPIRY_TABLES && t == NULL; i++)
+		if (expiry->tables[i].dbid == MyDatabaseId &&
+			expiry->tables[i].relid == RelationGetRelid(heap))
+			t = &expiry->tables[i];
+	if (t == NULL)
+	{
+		t = &expiry->tables[0];
+		for (i = 1; i < EXPIRY_TABLES; i++)
+			if (expiry->tables[i].swept < t->swept)
+				t = &expiry->tables[i];
+	}
+	if (!expiry_slot_is(t, heap) || t->trigger != trigger)
+	{
+		/* forget first: a note from before this is for another file */
+		pg_atomic_fetch_add_u64(&t->epoch, 1);
+		pg_write_barrier();
+		t->dbid = MyDatabaseId;
+		t->relid = RelationGetRelid(heap);
+		t->filenode = IDEM_REL_FILENUMBER(heap);
+		t->trigger = trigger;
+	}
+	t->swept = GetCurrentTimestamp();
+	*epoch = pg_atomic_read_u64(&t->epoch);
+	LWLockRelease(expiry->lock);
+
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(expiry_xact_callback, NULL);
+		RegisterSubXactCallback(expiry_subxact_callback, NULL);
+		callbacks_registered = true;
+	}
+	touched[t - expiry->tables] = true;
+	return t;
+}
+
+/* When the row in tup becomes purgeable: its expiry, or a later lease end */
+static TimestampTz
+expiry_purgeable_at(IdemStore *st, HeapTuple tup)
+{
+	const StoreShape *shape = &idem_store_shapes[st->which];
+	TupleDesc	desc = RelationGetDescr(st->heap);
+	bool		isnull;
+	TimestampTz at;
+
+	at = DatumGetTimestampTz(heap_getattr(tup, shape->expires, desc, &isnull));
+	if (st->which == IDEM_KEYS)
+	{
+		Datum		lease = heap_getattr(tup, KEYS_LEASE_UNTIL + 1, desc, &isnull);
+
+		if (!isnull && DatumGetTimestampTz(lease) > at)
+			at = DatumGetTimestampTz(lease);
+	}
+	return at;
+}
+
+/* A row the sweep of one page may delete */
+typedef struct ExpiryCandidate
+{
+	ItemPointerData tid;
+	TimestampTz purgeable;
+	text	   *a;				/* its key's two parts, for the key lock */
+	text	   *b;
+} ExpiryCandidate;
+
+/*
+ * Sweep blocks [start, end) of the table st has open: delete what is
+ * purgeable at now and visible to snapshot, until *deleted reaches limit,
+ * lowering *least to the purgeable time of every row left.  True if every
+ * block was read.
+ */
+static bool
+expiry_sweep_blocks(IdemStore *st, BlockNumber start, BlockNumber end,
+					TimestampTz now, int64 limit, int64 *deleted,
+					TimestampTz *least, Snapshot snapshot,
+					BufferAccessStrategy strategy)
+{
+	TupleDesc	desc = RelationGetDescr(st->heap);
+	ExpiryCandidate cand[MaxHeapTuplesPerPage];
+	BlockNumber blk;
+
+	for (blk = start; blk < end; blk++)
+	{
+		Buffer		buf;
+		OffsetNumber off = InvalidOffsetNumber;
+		HeapTupleData tup;
+		SnapshotData dirty;
+		int			ncand = 0;
+		bool		full = false;
+		int			i;
+
+		CHECK_FOR_INTERRUPTS();
+		buf = ReadBufferExtended(st->heap, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
+		idem_core_page_prepare(st->heap, buf);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		while (idem_core_page_next(st->heap, buf, snapshot, &off, &tup))
+		{
+			TimestampTz at;
+			bool		isnull;
+
+			/* what a transaction may still see: committed, or being written */
+			InitDirtySnapshot(dirty);
+			if (!HeapTupleSatisfiesVisibility(&tup, &dirty, buf))
+				continue;
+			at = expiry_purgeable_at(st, &tup);
+			if (at > now || !HeapTupleSatisfiesVisibility(&tup, snapshot, buf))
+			{
+				*least = Min(*least, at);
+				continue;
+			}
+			if (*deleted + ncand >= limit)
+			{
+				full = true;
+				break;
+			}
+			cand[ncand].tid = tup.t_self;
+			cand[ncand].purgeable = at;
+			cand[ncand].a = DatumGetTextPCopy(heap_getattr(&tup, 1, desc, &isnull));
+			cand[ncand].b = DatumGetTextPCopy(heap_getattr(&tup, 2, desc, &isnull));
+			ncand++;
+		}
+		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+
+		for (i = 0; i < ncand; i++)
+		{
+			if (idem_store_delete_expired_tid(st, &cand[i].tid, cand[i].a, cand[i].b))
+				(*deleted)++;
+			else
+				*least = Min(*least, cand[i].purgeable);
+			pfree(cand[i].a);
+			pfree(cand[i].b);
+		}
+		ReleaseBuffer(buf);
+		if (full)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Delete up to limit purgeable rows of the table st has open, reading the
+ * ranges that the map does not know to hold none; returns how many.
+ */
+int64
+idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit)
+{
+	BlockNumber nblocks = RelationGetNumberOfBlocks(st->heap);
+	BlockNumber nranges = (nblocks + EXPIRY_RANGE_BLOCKS - 1) / EXPIRY_RANGE_BLOCKS;
+	uint64		epoch = 0;
+	ExpiryTable *t = expiry_take(st, &epoch);
+	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	int64		deleted = 0;
+	BlockNumber r;
+
+	for (r = 0; r < nranges && deleted < limit; r++)
+	{
+		ExpiryRange *range = (t != NULL && r < EXPIRY_RANGES) ? &t->ranges[r] : NULL;
+		bool		held = false;
+		bool		whole;
+		TimestampTz least = DT_NOEND;
+
+		if (range != NULL)
+		{
+			SpinLockAcquire(&range->mutex);
+			if (range->epoch == epoch && range->min > now)
+			{
+				SpinLockRelease(&range->mutex);
+				continue;
+			}
+			if (range->sweeping != epoch)
+			{
+				range->sweeping = epoch;
+				range->noted = DT_NOEND;
+				held = true;
+			}
+			SpinLockRelease(&range->mutex);
+		}
+
+		whole = expiry_sweep_blocks(st, r * EXPIRY_RANGE_BLOCKS,
+									Min(nblocks, (r + 1) * EXPIRY_RANGE_BLOCKS),
+									now, limit, &deleted, &least, snapshot, strategy);
+
+		if (held)
+		{
+			SpinLockAcquire(&range->mutex);
+			if (range->sweeping == epoch)
+			{
+				if (whole)
+				{
+					range->min = Min(least, range->noted);
+					range->epoch = epoch;
+				}
+				range->sweeping = 0;
+			}
+			SpinLockRelease(&range->mutex);
+		}
+	}
+	UnregisterSnapshot(snapshot);
+	FreeAccessStrategy(strategy);
+	return deleted;
+}
