@@ -16,6 +16,9 @@
 #   webhook    a signed Stripe delivery through idem_webhook_receive, then
 #              the payment, in one transaction
 #   nodedup    the payment alone: a ledger row and a balance update
+#   idem1@BASE idem1 on a database left at idem's version BENCH_BASE (its
+#              tables as that version made them), the others being updated
+#              to the default version: before and after, side by side
 # Keys are up to 19 digits with a random prefix, so they land all over the
 # primary key as random ids do; the fingerprint is a SHA-256.
 #
@@ -43,6 +46,9 @@
 #   BENCH_CLIENTS   pgbench clients (-c)                       (4)
 #   BENCH_JOBS      pgbench threads (-j)                       (2)
 #   BENCH_PORT      port of the scratch server                 (5497)
+#   BENCH_BASE      idem's version for idem1@BASE, or none     (1.5)
+#   BENCH_WAL_COMPRESSION  wal_compression in the second run   (off; lz4,
+#                   zstd or pglz: what page images weigh compressed)
 #   PG=17 (or 18)   run on that server (test/servers.sh) instead of the host's
 #                   (BENCH_PG works too)
 set -euo pipefail
@@ -63,6 +69,8 @@ SPAN=${BENCH_SPAN:-150}
 CLIENTS=${BENCH_CLIENTS:-4}
 JOBS=${BENCH_JOBS:-2}
 PORT=${BENCH_PORT:-5497}
+BASELINE=${BENCH_BASE-1.5}
+COMPRESSION=${BENCH_WAL_COMPRESSION:-off}
 # a turn: the checkpoint interval shared by the five kinds
 TURN=6
 # Between two checkpoints a kind adds 1/288 of the keys loaded, as 5-minute
@@ -111,7 +119,7 @@ SECRET=whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH
 log "loading $KEYS keys, webhook ids and ledger rows into the template"
 "${PSQL[@]}" -d postgres -c "CREATE DATABASE wal_template"
 "${PSQL[@]}" -d wal_template >/dev/null <<EOF
-CREATE EXTENSION idem;
+CREATE EXTENSION idem${BASELINE:+ VERSION '$BASELINE'};
 CREATE EXTENSION pgcrypto;
 -- as bench/seeds: no unique key on k, the ledger is the application's
 CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);
@@ -172,6 +180,7 @@ two-phase w_two_phase two_phase.sql
 replay    w_replay    replay.sql
 webhook   w_webhook   webhook.sql
 nodedup   w_nodedup   nodedup.sql
+${BASELINE:+idem1@$BASELINE w_idem1_base idem1.sql}
 "
 
 # The statements of bench/seeds/loadgen.c: the payment, and idem1
@@ -232,18 +241,21 @@ log "copying the template into a database per kind"
 while read -r kind db script; do
 	[ -n "$kind" ] || continue
 	"${PSQL[@]}" -d postgres -c "CREATE DATABASE $db TEMPLATE wal_template"
+	[ "$kind" = "idem1@$BASELINE" ] || "${PSQL[@]}" -d "$db" -c "ALTER EXTENSION idem UPDATE"
 	# which relation each relfilenode of the database is, as pg_waldump names
 	# it (tablespace/database/relfilenode)
 	"${PSQL[@]}" -d "$db" -F $'\t' >>"$DIR/relmap.tsv" <<'EOF'
 SELECT concat_ws('/', (SELECT oid FROM pg_tablespace WHERE spcname = 'pg_default'),
                  (SELECT oid FROM pg_database WHERE datname = current_database()),
                  pg_relation_filenode(r)), part
-FROM (VALUES ('idem.keys'::regclass, 'idem_heap'), ('idem.webhooks', 'idem_heap'),
-             ('idem.keys_pkey', 'idem_pkey'), ('idem.webhooks_pkey', 'idem_pkey'),
-             ('idem.keys_expires_at_idx', 'idem_expires'),
-             ('idem.webhooks_expires_at_idx', 'idem_expires'),
-             ('ledger', 'pay_heap'), ('accounts', 'pay_heap'),
-             ('ledger_pkey', 'pay_index'), ('accounts_pkey', 'pay_index')) v(r, part);
+FROM (VALUES (to_regclass('idem.keys'), 'idem_heap'), (to_regclass('idem.webhooks'), 'idem_heap'),
+             (to_regclass('idem.keys_pkey'), 'idem_pkey'), (to_regclass('idem.webhooks_pkey'), 'idem_pkey'),
+             -- before 1.6
+             (to_regclass('idem.keys_expires_at_idx'), 'idem_expires'),
+             (to_regclass('idem.webhooks_expires_at_idx'), 'idem_expires'),
+             (to_regclass('ledger'), 'pay_heap'), (to_regclass('accounts'), 'pay_heap'),
+             (to_regclass('ledger_pkey'), 'pay_index'), (to_regclass('accounts_pkey'), 'pay_index')) v(r, part)
+WHERE r IS NOT NULL;
 EOF
 done <<<"$KINDS"
 
@@ -255,10 +267,12 @@ source bench/lib.sh
 sleep 1
 BASE=$(pgrep -c -P "$PM_PID")
 lsn() { "${PSQL[@]}" -d postgres -c "SELECT pg_current_wal_insert_lsn()"; }
-# the server's settings for the next run: run_settings <full_page_writes> <checkpoint_timeout>
+# the server's settings for the next run:
+# run_settings <full_page_writes> <checkpoint_timeout> <wal_compression>
 run_settings() {
 	"${PSQL[@]}" -d postgres -c "ALTER SYSTEM SET full_page_writes = $1" \
-		-c "ALTER SYSTEM SET checkpoint_timeout = '$2'" -c "SELECT pg_reload_conf()" >/dev/null
+		-c "ALTER SYSTEM SET checkpoint_timeout = '$2'" \
+		-c "ALTER SYSTEM SET wal_compression = '$3'" -c "SELECT pg_reload_conf()" >/dev/null
 	sleep 0.5
 }
 
@@ -287,7 +301,7 @@ run_kind() {
 
 mapfile -t ORDER < <(grep -v '^$' <<<"$KINDS")
 log "run 1: $PAYMENTS requests of each kind in 3 rounds, full_page_writes off, no checkpoint"
-run_settings off 1h
+run_settings off 1h off
 for ((r = 0; r < 3; r++)); do
 	for ((i = 0; i < ${#ORDER[@]}; i++)); do
 		read -r kind db script <<<"${ORDER[$(((i + r) % ${#ORDER[@]}))]}"
@@ -296,8 +310,8 @@ for ((r = 0; r < 3; r++)); do
 	done
 done
 
-log "run 2: $ROUNDS rounds of $TURN s a kind at $RATE requests a second, checkpoint_timeout = 30s"
-run_settings on 30s
+log "run 2: $ROUNDS rounds of $TURN s a kind at $RATE requests a second, checkpoint_timeout = 30s, wal_compression = $COMPRESSION"
+run_settings on 30s "$COMPRESSION"
 "${PSQL[@]}" -d postgres -c "CHECKPOINT"
 CKPT0=$(grep -c 'checkpoint starting: time' "$DIR/server.log" || true)
 for ((r = 0; r < ROUNDS; r++)); do
@@ -362,7 +376,7 @@ while read -r kind db script; do
 	[ -n "$kind" ] || continue
 	requests=$(awk -F'\t' -v k="$kind" '$2 == k { s += $3 } END { print s + 0 }' "$RUNS")
 	case $kind in
-	idem1 | two-phase) expect="$requests $requests $requests 0" ;;
+	idem1* | two-phase) expect="$requests $requests $requests 0" ;;
 	replay) expect="0 0 0 0" ;;
 	webhook) expect="$requests 0 $requests 0" ;;
 	nodedup) expect="$requests 0 0 0" ;;
@@ -377,9 +391,9 @@ while read -r kind db script; do
 		exit 1
 	fi
 	case $kind in
-	webhook) t=idem.webhooks i=idem.webhooks_pkey e="'idem.webhooks_expires_at_idx'" ;;
+	webhook) t=idem.webhooks i=idem.webhooks_pkey e="to_regclass('idem.webhooks_expires_at_idx')" ;;
 	nodedup) t=ledger i=ledger_pkey e=NULL ;;
-	*) t=idem.keys i=idem.keys_pkey e="'idem.keys_expires_at_idx'" ;;
+	*) t=idem.keys i=idem.keys_pkey e="to_regclass('idem.keys_expires_at_idx')" ;;
 	esac
 	"${PSQL[@]}" -d "$db" -F $'\t' -c "
 		SELECT '$kind', round(pg_relation_size('$t') / n), round(pg_relation_size('$i') / n),
@@ -393,7 +407,7 @@ SERVER=$("$IDEM_BINDIR/postgres" --version | sed 's/^postgres (PostgreSQL) //')
 {
 	echo "PostgreSQL $SERVER, synchronous_commit = on, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo "Records and CPU: $PAYMENTS requests a kind in 3 rounds, each after a CHECKPOINT, full_page_writes off; CPU: median of the rounds."
-	echo "Page images: $ROUNDS rounds of $TURN s a kind at $RATE requests/s, from a CHECKPOINT, checkpoint_timeout = 30s ($CKPTS timed checkpoints)."
+	echo "Page images: $ROUNDS rounds of $TURN s a kind at $RATE requests/s, from a CHECKPOINT, checkpoint_timeout = 30s ($CKPTS timed checkpoints), wal_compression = $COMPRESSION."
 	echo "$KEYS keys, webhook ids and ledger rows loaded. Bytes per request; on disk, per key (nodedup: per ledger row)."
 	echo
 	echo "| per request | idem heap | primary key | \`expires_at\` | payment heap | payment indexes | commit | other | records | page images (primary key) | CPU µs | on disk: heap / primary key / \`expires_at\` |"
