@@ -26,5 +26,15 @@ CREATE TRIGGER webhooks_outside_write AFTER INSERT OR UPDATE ON idem.webhooks
     FOR EACH STATEMENT EXECUTE FUNCTION idem.expiry_outside_write();
 ALTER TABLE idem.webhooks ENABLE ALWAYS TRIGGER webhooks_outside_write;
 
+-- What the purge has left to do, for monitoring: without the indexes a
+-- count of expired rows would read the tables whole; this reads where the
+-- expiry map does not know there is nothing.  Counts and times only, so
+-- monitoring/idem_monitor.sql grants it to the exporter's role.
+CREATE FUNCTION idem.purge_backlog(OUT "table" text, OUT expired bigint,
+                                   OUT oldest timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'idem_purge_backlog' LANGUAGE C STABLE;
+REVOKE ALL ON FUNCTION idem.purge_backlog() FROM PUBLIC;
+
 DROP INDEX idem.keys_expires_at_idx;
 DROP INDEX idem.webhooks_expires_at_idx;

@@ -11,6 +11,8 @@
 -- the counters: the view and the function behind it
 GRANT SELECT ON idem_stats TO idem_monitor;
 GRANT EXECUTE ON FUNCTION idem.stats_1_3() TO idem_monitor;
+-- from 1.6: counts and times of what the purge has left to do
+GRANT EXECUTE ON FUNCTION idem.purge_backlog() TO idem_monitor;
 
 -- attempts in flight and expired rows, from the columns that say nothing
 -- about payments

@@ -18,6 +18,7 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "commands/trigger.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -32,6 +33,7 @@
 
 PG_FUNCTION_INFO_V1(idem_purge);
 PG_FUNCTION_INFO_V1(idem_expiry_outside_write);
+PG_FUNCTION_INFO_V1(idem_purge_backlog);
 
 /* Is this expired row of idem.keys still held by a live lease? */
 static bool
@@ -146,4 +148,40 @@ idem_expiry_outside_write(PG_FUNCTION_ARGS)
 				 errmsg("idem.expiry_outside_write() must be called as a trigger")));
 	idem_expiry_forget(trigdata->tg_relation);
 	PG_RETURN_POINTER(NULL);
+}
+
+/*
+ * idem.purge_backlog(): for idem.keys and idem.webhooks, how many rows the
+ * purge could delete now and the earliest expiry among them (NULL: none),
+ * reading only where the expiry map does not know there is none.  For the
+ * exporter, whose role reads no payment: counts and times only.
+ */
+Datum
+idem_purge_backlog(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
+	static const IdemTable tables[] = {IDEM_KEYS, IDEM_WEBHOOKS};
+	static const char *const names[] = {"keys", "webhooks"};
+	int			i;
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (i = 0; i < lengthof(tables); i++)
+	{
+		IdemStore	st;
+		int64		expired;
+		TimestampTz oldest;
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		idem_store_open(&st, tables[i], false);
+		idem_expiry_backlog(&st, now, &expired, &oldest);
+		idem_store_close(&st);
+		values[0] = CStringGetTextDatum(names[i]);
+		values[1] = Int64GetDatum(expired);
+		values[2] = TimestampTzGetDatum(oldest);
+		nulls[2] = TIMESTAMP_NOT_FINITE(oldest);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

@@ -157,6 +157,8 @@ extern void idem_expiry_shmem_startup(void);
 extern void idem_expiry_note(Relation heap, ItemPointer tid, TimestampTz expires);
 extern void idem_expiry_forget(Relation heap);
 extern int64 idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit);
+extern void idem_expiry_backlog(IdemStore *st, TimestampTz now, int64 *expired,
+								TimestampTz *oldest);
 
 /* Which index entries a new row version needs (store_core.c) */
 typedef enum IdemIndexUpdate

@@ -337,6 +337,16 @@ expiry_take(IdemStore *st, uint64 *epoch)
 	return t;
 }
 
+/*
+ * Does the map know that range (its spinlock held) holds nothing
+ * purgeable at now, in the table's epoch?
+ */
+static inline bool
+expiry_range_known_empty(ExpiryRange *range, uint64 epoch, TimestampTz now)
+{
+	return range->epoch == epoch && range->min > now;
+}
+
 /* When the row in tup becomes purgeable: its expiry, or a later lease end */
 static TimestampTz
 expiry_purgeable_at(IdemStore *st, HeapTuple tup)
@@ -466,7 +476,7 @@ idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit)
 		if (range != NULL)
 		{
 			SpinLockAcquire(&range->mutex);
-			if (range->epoch == epoch && range->min > now)
+			if (expiry_range_known_empty(range, epoch, now))
 			{
 				SpinLockRelease(&range->mutex);
 				continue;
@@ -502,4 +512,75 @@ idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit)
 	UnregisterSnapshot(snapshot);
 	FreeAccessStrategy(strategy);
 	return deleted;
+}
+
+/*
+ * How many rows of the table st has open are purgeable at now, visible to
+ * the active snapshot, and the earliest expiry among them (DT_NOEND: none),
+ * reading the ranges that the map does not know to hold none.  Only reads:
+ * neither the rows nor the map change (the monitoring role calls it).
+ */
+void
+idem_expiry_backlog(IdemStore *st, TimestampTz now, int64 *expired, TimestampTz *oldest)
+{
+	BlockNumber nblocks = RelationGetNumberOfBlocks(st->heap);
+	ExpiryTable *t = NULL;
+	uint64		epoch = 0;
+	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
+	Snapshot	snapshot = GetActiveSnapshot();
+	const StoreShape *shape = &idem_store_shapes[st->which];
+	TransactionId trigger;
+	BlockNumber blk;
+
+	*expired = 0;
+	*oldest = DT_NOEND;
+	if (expiry != NULL &&
+		TransactionIdIsValid(trigger = idem_store_outside_writes_seen(st)) &&
+		!expiry_subscribed(st->heap) &&
+		(t = expiry_find(st->heap)) != NULL)
+	{
+		epoch = pg_atomic_read_u64(&t->epoch);
+		if (t->trigger != trigger)
+			t = NULL;
+	}
+	for (blk = 0; blk < nblocks; blk++)
+	{
+		BlockNumber r = blk / EXPIRY_RANGE_BLOCKS;
+		Buffer		buf;
+		OffsetNumber off = InvalidOffsetNumber;
+		HeapTupleData tup;
+
+		if (t != NULL && r < EXPIRY_RANGES && blk % EXPIRY_RANGE_BLOCKS == 0)
+		{
+			ExpiryRange *range = &t->ranges[r];
+			bool		skip;
+
+			SpinLockAcquire(&range->mutex);
+			skip = expiry_range_known_empty(range, epoch, now);
+			SpinLockRelease(&range->mutex);
+			if (skip)
+			{
+				blk += EXPIRY_RANGE_BLOCKS - 1;
+				continue;
+			}
+		}
+		CHECK_FOR_INTERRUPTS();
+		buf = ReadBufferExtended(st->heap, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		while (idem_core_page_next(st->heap, buf, snapshot, &off, &tup))
+		{
+			bool		isnull;
+
+			if (HeapTupleSatisfiesVisibility(&tup, snapshot, buf) &&
+				expiry_purgeable_at(st, &tup) <= now)
+			{
+				(*expired)++;
+				*oldest = Min(*oldest, DatumGetTimestampTz(heap_getattr(&tup, shape->expires,
+																		RelationGetDescr(st->heap),
+																		&isnull)));
+			}
+		}
+		UnlockReleaseBuffer(buf);
+	}
+	FreeAccessStrategy(strategy);
 }

@@ -255,7 +255,7 @@ $m = wait_metrics(
 
 # --- A query that fails keeps its last values ---
 
-sql('REVOKE SELECT (expires_at) ON idem.webhooks FROM idem_monitor');
+sql('REVOKE EXECUTE ON FUNCTION idem.purge_backlog() FROM idem_monitor');
 wait_metrics(
 	[ 'sql_exporter_last_scrape_failed', { query => 'idem_expired_rows' },
 		sub { $_[0] == 1 }, 'a query that fails is flagged' ],

@@ -61,10 +61,20 @@ cmp_ok($read, '>=', $pages, 'the first purge reads every page of idem.keys');
 ($purged, $read) = purge_reading();
 is("$purged $read", '0 0', 'the second reads none: the map knows nothing expires before tomorrow');
 
+# idem.purge_backlog(), for the exporter, reads what the purge would
+my $backlog_q = q{SELECT string_agg(concat_ws(' ', "table", expired, oldest IS NULL), ', ' ORDER BY 1)
+                  FROM idem.purge_backlog()};
+my $before = keys_pages_read();
+is(sql($backlog_q), 'keys 0 t, webhooks 0 t', 'the backlog is empty');
+is(keys_pages_read() - $before, 0, 'and reading it read no page of idem.keys');
+
 # --- a key idem writes is noted ---
 
 sql(q{SELECT idem_claim('short-1', lease => '1 s', ttl => '1 s'), idem_complete('short-1')});
 usleep(1_200_000);
+$before = keys_pages_read();
+is(sql($backlog_q), 'keys 1 f, webhooks 0 t', 'once expired, the key is the backlog');
+cmp_ok(keys_pages_read() - $before, '<=', 256, 'read from its range only');
 ($purged, $read) = purge_reading();
 is($purged, 1, 'a key written into a known range expires and is purged');
 cmp_ok($read, '<=', 256, "reading its range only ($read pages)");
