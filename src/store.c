@@ -27,7 +27,10 @@
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
 #include "commands/sequence.h"
+#include "commands/trigger.h"
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "nodes/bitmapset.h"
@@ -35,9 +38,6 @@
 #include "storage/lmgr.h"
 #include "storage/lock.h"
 #include "storage/predicate.h"
-#include "catalog/pg_proc.h"
-#include "catalog/pg_trigger.h"
-#include "commands/trigger.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
@@ -141,7 +141,6 @@ store_resolve(void)
 		if (i == IDEM_SOURCES && !OidIsValid(get_relname_relid(idem_store_heap_names[i], nsp)))
 		{
 			oids.heap[i] = oids.pkey[i] = InvalidOid;
-			oids.expires[i] = InvalidOid;
 			continue;
 		}
 		oids.heap[i] = store_relid(nsp, idem_store_heap_names[i]);

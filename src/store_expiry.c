@@ -285,6 +285,19 @@ expiry_subscribed(Relation heap)
 }
 
 /*
+ * May the map serve the table st has open?  Sets *trigger to what
+ * idem_store_outside_writes_seen answers, which the slot must match.
+ */
+static bool
+expiry_serves(IdemStore *st, TransactionId *trigger)
+{
+	if (expiry == NULL)
+		return false;
+	*trigger = idem_store_outside_writes_seen(st);
+	return TransactionIdIsValid(*trigger) && !expiry_subscribed(st->heap);
+}
+
+/*
  * The slot of heap's file for a sweep, taking the least recently swept one
  * if it has none, and its epoch; NULL when the map cannot serve the table.
  */
@@ -296,10 +309,7 @@ expiry_take(IdemStore *st, uint64 *epoch)
 	TransactionId trigger;
 	int			i;
 
-	if (expiry == NULL)
-		return NULL;
-	trigger = idem_store_outside_writes_seen(st);
-	if (!TransactionIdIsValid(trigger) || expiry_subscribed(heap))
+	if (!expiry_serves(st, &trigger))
 		return NULL;
 	LWLockAcquire(expiry->lock, LW_EXCLUSIVE);
 	for (i = 0; i < EXPIRY_TABLES && t == NULL; i++)
@@ -376,19 +386,30 @@ typedef struct ExpiryCandidate
 	text	   *b;
 } ExpiryCandidate;
 
+/* One pass over a table: a sweep that deletes, or a count that only reads */
+typedef struct ExpiryPass
+{
+	TimestampTz now;			/* purgeable means: at or before this */
+	bool		counting;		/* count what a sweep would delete, change nothing */
+	int64		limit;			/* a sweep deletes at most this many rows */
+	int64		done;			/* rows deleted, or counted */
+	TimestampTz oldest;			/* counting: the earliest expiry counted */
+	Snapshot	snapshot;		/* what a row must be visible to, to count */
+	BufferAccessStrategy strategy;
+} ExpiryPass;
+
 /*
- * Sweep blocks [start, end) of the table st has open: delete what is
- * purgeable at now and visible to snapshot, until *deleted reaches limit,
- * lowering *least to the purgeable time of every row left.  True if every
- * block was read.
+ * Read blocks [start, end) of the table st has open.  A sweep deletes what
+ * is purgeable and visible to the pass's snapshot, until it reaches its
+ * limit, and lowers *least to the purgeable time of every row it leaves; a
+ * count counts those rows instead.  True if every block was read.
  */
 static bool
-expiry_sweep_blocks(IdemStore *st, BlockNumber start, BlockNumber end,
-					TimestampTz now, int64 limit, int64 *deleted,
-					TimestampTz *least, Snapshot snapshot,
-					BufferAccessStrategy strategy)
+expiry_read_blocks(IdemStore *st, BlockNumber start, BlockNumber end,
+				   ExpiryPass *pass, TimestampTz *least)
 {
 	TupleDesc	desc = RelationGetDescr(st->heap);
+	AttrNumber	expires = idem_store_shapes[st->which].expires;
 	ExpiryCandidate cand[MaxHeapTuplesPerPage];
 	BlockNumber blk;
 
@@ -403,25 +424,37 @@ expiry_sweep_blocks(IdemStore *st, BlockNumber start, BlockNumber end,
 		int			i;
 
 		CHECK_FOR_INTERRUPTS();
-		buf = ReadBufferExtended(st->heap, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
-		idem_core_page_prepare(st->heap, buf);
+		buf = ReadBufferExtended(st->heap, MAIN_FORKNUM, blk, RBM_NORMAL, pass->strategy);
+		if (!pass->counting)
+			idem_core_page_prepare(st->heap, buf);
 		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		while (idem_core_page_next(st->heap, buf, snapshot, &off, &tup))
+		while (idem_core_page_next(st->heap, buf, pass->snapshot, &off, &tup))
 		{
 			TimestampTz at;
 			bool		isnull;
 
+			if (pass->counting)
+			{
+				if (HeapTupleSatisfiesVisibility(&tup, pass->snapshot, buf) &&
+					expiry_purgeable_at(st, &tup) <= pass->now)
+				{
+					pass->done++;
+					pass->oldest = Min(pass->oldest,
+									   DatumGetTimestampTz(heap_getattr(&tup, expires, desc, &isnull)));
+				}
+				continue;
+			}
 			/* what a transaction may still see: committed, or being written */
 			InitDirtySnapshot(dirty);
 			if (!HeapTupleSatisfiesVisibility(&tup, &dirty, buf))
 				continue;
 			at = expiry_purgeable_at(st, &tup);
-			if (at > now || !HeapTupleSatisfiesVisibility(&tup, snapshot, buf))
+			if (at > pass->now || !HeapTupleSatisfiesVisibility(&tup, pass->snapshot, buf))
 			{
 				*least = Min(*least, at);
 				continue;
 			}
-			if (*deleted + ncand >= limit)
+			if (pass->done + ncand >= pass->limit)
 			{
 				full = true;
 				break;
@@ -437,7 +470,7 @@ expiry_sweep_blocks(IdemStore *st, BlockNumber start, BlockNumber end,
 		for (i = 0; i < ncand; i++)
 		{
 			if (idem_store_delete_expired_tid(st, &cand[i].tid, cand[i].a, cand[i].b))
-				(*deleted)++;
+				pass->done++;
 			else
 				*least = Min(*least, cand[i].purgeable);
 			pfree(cand[i].a);
@@ -451,22 +484,19 @@ expiry_sweep_blocks(IdemStore *st, BlockNumber start, BlockNumber end,
 }
 
 /*
- * Delete up to limit purgeable rows of the table st has open, reading the
- * ranges that the map does not know to hold none; returns how many.
+ * Run a pass over the table st has open, range by range, skipping the
+ * ranges that slot t (NULL: none) knows hold nothing purgeable in epoch.  A
+ * sweep holds each range it reads, as the protocol above says, and sets
+ * what it learnt; a count leaves the map as it is.
  */
-int64
-idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit)
+static void
+expiry_pass(IdemStore *st, ExpiryTable *t, uint64 epoch, ExpiryPass *pass)
 {
 	BlockNumber nblocks = RelationGetNumberOfBlocks(st->heap);
 	BlockNumber nranges = (nblocks + EXPIRY_RANGE_BLOCKS - 1) / EXPIRY_RANGE_BLOCKS;
-	uint64		epoch = 0;
-	ExpiryTable *t = expiry_take(st, &epoch);
-	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
-	int64		deleted = 0;
 	BlockNumber r;
 
-	for (r = 0; r < nranges && deleted < limit; r++)
+	for (r = 0; r < nranges && pass->done < pass->limit; r++)
 	{
 		ExpiryRange *range = (t != NULL && r < EXPIRY_RANGES) ? &t->ranges[r] : NULL;
 		bool		held = false;
@@ -476,12 +506,12 @@ idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit)
 		if (range != NULL)
 		{
 			SpinLockAcquire(&range->mutex);
-			if (expiry_range_known_empty(range, epoch, now))
+			if (expiry_range_known_empty(range, epoch, pass->now))
 			{
 				SpinLockRelease(&range->mutex);
 				continue;
 			}
-			if (range->sweeping != epoch)
+			if (!pass->counting && range->sweeping != epoch)
 			{
 				range->sweeping = epoch;
 				range->noted = DT_NOEND;
@@ -490,9 +520,9 @@ idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit)
 			SpinLockRelease(&range->mutex);
 		}
 
-		whole = expiry_sweep_blocks(st, r * EXPIRY_RANGE_BLOCKS,
-									Min(nblocks, (r + 1) * EXPIRY_RANGE_BLOCKS),
-									now, limit, &deleted, &least, snapshot, strategy);
+		whole = expiry_read_blocks(st, r * EXPIRY_RANGE_BLOCKS,
+								   Min(nblocks, (r + 1) * EXPIRY_RANGE_BLOCKS),
+								   pass, &least);
 
 		if (held)
 		{
@@ -509,9 +539,25 @@ idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit)
 			SpinLockRelease(&range->mutex);
 		}
 	}
-	UnregisterSnapshot(snapshot);
-	FreeAccessStrategy(strategy);
-	return deleted;
+}
+
+/*
+ * Delete up to limit purgeable rows of the table st has open, reading the
+ * ranges that the map does not know to hold none; returns how many.
+ */
+int64
+idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit)
+{
+	uint64		epoch = 0;
+	ExpiryTable *t = expiry_take(st, &epoch);
+	ExpiryPass	pass = {.now = now,.counting = false,.limit = limit};
+
+	pass.snapshot = RegisterSnapshot(GetLatestSnapshot());
+	pass.strategy = GetAccessStrategy(BAS_BULKREAD);
+	expiry_pass(st, t, epoch, &pass);
+	UnregisterSnapshot(pass.snapshot);
+	FreeAccessStrategy(pass.strategy);
+	return pass.done;
 }
 
 /*
@@ -523,64 +569,21 @@ idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit)
 void
 idem_expiry_backlog(IdemStore *st, TimestampTz now, int64 *expired, TimestampTz *oldest)
 {
-	BlockNumber nblocks = RelationGetNumberOfBlocks(st->heap);
 	ExpiryTable *t = NULL;
 	uint64		epoch = 0;
-	BufferAccessStrategy strategy = GetAccessStrategy(BAS_BULKREAD);
-	Snapshot	snapshot = GetActiveSnapshot();
-	const StoreShape *shape = &idem_store_shapes[st->which];
 	TransactionId trigger;
-	BlockNumber blk;
+	ExpiryPass	pass = {.now = now,.counting = true,.limit = PG_INT64_MAX,.oldest = DT_NOEND};
 
-	*expired = 0;
-	*oldest = DT_NOEND;
-	if (expiry != NULL &&
-		TransactionIdIsValid(trigger = idem_store_outside_writes_seen(st)) &&
-		!expiry_subscribed(st->heap) &&
-		(t = expiry_find(st->heap)) != NULL)
+	if (expiry_serves(st, &trigger) && (t = expiry_find(st->heap)) != NULL)
 	{
 		epoch = pg_atomic_read_u64(&t->epoch);
 		if (t->trigger != trigger)
 			t = NULL;
 	}
-	for (blk = 0; blk < nblocks; blk++)
-	{
-		BlockNumber r = blk / EXPIRY_RANGE_BLOCKS;
-		Buffer		buf;
-		OffsetNumber off = InvalidOffsetNumber;
-		HeapTupleData tup;
-
-		if (t != NULL && r < EXPIRY_RANGES && blk % EXPIRY_RANGE_BLOCKS == 0)
-		{
-			ExpiryRange *range = &t->ranges[r];
-			bool		skip;
-
-			SpinLockAcquire(&range->mutex);
-			skip = expiry_range_known_empty(range, epoch, now);
-			SpinLockRelease(&range->mutex);
-			if (skip)
-			{
-				blk += EXPIRY_RANGE_BLOCKS - 1;
-				continue;
-			}
-		}
-		CHECK_FOR_INTERRUPTS();
-		buf = ReadBufferExtended(st->heap, MAIN_FORKNUM, blk, RBM_NORMAL, strategy);
-		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		while (idem_core_page_next(st->heap, buf, snapshot, &off, &tup))
-		{
-			bool		isnull;
-
-			if (HeapTupleSatisfiesVisibility(&tup, snapshot, buf) &&
-				expiry_purgeable_at(st, &tup) <= now)
-			{
-				(*expired)++;
-				*oldest = Min(*oldest, DatumGetTimestampTz(heap_getattr(&tup, shape->expires,
-																		RelationGetDescr(st->heap),
-																		&isnull)));
-			}
-		}
-		UnlockReleaseBuffer(buf);
-	}
-	FreeAccessStrategy(strategy);
+	pass.snapshot = GetActiveSnapshot();
+	pass.strategy = GetAccessStrategy(BAS_BULKREAD);
+	expiry_pass(st, t, epoch, &pass);
+	FreeAccessStrategy(pass.strategy);
+	*expired = pass.done;
+	*oldest = pass.oldest;
 }
