@@ -99,7 +99,6 @@ idem_define_settings(void)
 								   NULL,
 								   &idem_database, "postgres",
 								   PGC_POSTMASTER, 0, NULL, NULL, NULL);
-	MarkGUCPrefixReserved("idem");
 }
 
 /* Module load */
@@ -107,7 +106,10 @@ void
 _PG_init(void)
 {
 	idem_define_settings();
+	idem_store_init();
 	idem_claim_memory_init();
+	/* last: it drops the values set for idem.* names not defined by then */
+	MarkGUCPrefixReserved("idem");
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

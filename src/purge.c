@@ -98,14 +98,25 @@ int64
 idem_purge_batch(int64 limit)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	int64		deleted;
+	volatile int64 deleted;
+	int			saved;
 
 	Assert(limit > 0);
 	idem_check_writable("idem_purge()");
 
-	deleted = purge_table(IDEM_KEYS, now, limit);
-	if (deleted < limit)
-		deleted += purge_table(IDEM_WEBHOOKS, now, limit - deleted);
+	/* the sweep's pruning logs pages too, not only the deletes */
+	saved = idem_store_images_begin();
+	PG_TRY();
+	{
+		deleted = purge_table(IDEM_KEYS, now, limit);
+		if (deleted < limit)
+			deleted += purge_table(IDEM_WEBHOOKS, now, limit - deleted);
+	}
+	PG_FINALLY();
+	{
+		idem_store_images_end(saved);
+	}
+	PG_END_TRY();
 	if (deleted > 0)
 		CommandCounterIncrement();
 
@@ -150,6 +161,28 @@ idem_expiry_outside_write(PG_FUNCTION_ARGS)
 	PG_RETURN_POINTER(NULL);
 }
 
+/* The rows of one table a purge could delete now, and the earliest expiry among them */
+static void
+purge_backlog_of(IdemTable which, TimestampTz now, int64 *expired, TimestampTz *oldest)
+{
+	IdemStore	st;
+	int			saved;
+
+	idem_store_open(&st, which, false);
+	/* reading sets hint bits, which log pages with checksums */
+	saved = idem_store_images_begin();
+	PG_TRY();
+	{
+		idem_expiry_backlog(&st, now, expired, oldest);
+	}
+	PG_FINALLY();
+	{
+		idem_store_images_end(saved);
+	}
+	PG_END_TRY();
+	idem_store_close(&st);
+}
+
 /*
  * idem.purge_backlog(): for idem.keys and idem.webhooks, how many rows the
  * purge could delete now and the earliest expiry among them (NULL: none),
@@ -168,15 +201,12 @@ idem_purge_backlog(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	for (i = 0; i < lengthof(tables); i++)
 	{
-		IdemStore	st;
 		int64		expired;
 		TimestampTz oldest;
 		Datum		values[3];
 		bool		nulls[3] = {false, false, false};
 
-		idem_store_open(&st, tables[i], false);
-		idem_expiry_backlog(&st, now, &expired, &oldest);
-		idem_store_close(&st);
+		purge_backlog_of(tables[i], now, &expired, &oldest);
 		values[0] = CStringGetTextDatum(names[i]);
 		values[1] = Int64GetDatum(expired);
 		values[2] = TimestampTzGetDatum(oldest);

@@ -24,6 +24,7 @@
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/tableam.h"
+#include "access/xlog.h"
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
@@ -41,6 +42,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/resowner.h"
@@ -72,6 +74,76 @@ typedef struct StoreOids
 
 static StoreOids oids;
 static bool callback_registered = false;
+
+/*
+ * idem.wal_compression: how the full-page images of idem's own writes are
+ * compressed in the WAL, whatever wal_compression says for the rest; -1
+ * (inherit) leaves them to wal_compression.  Random inserts into the primary
+ * keys make most of a payment's page images, and they compress to about 40%
+ * with zstd (doc/performance.md).  The values are wal_compression's (the
+ * methods this server was built with, and the same hidden aliases of on and
+ * off), and inherit.
+ */
+#define STORE_WAL_INHERIT	(-1)
+
+static const struct config_enum_entry wal_compression_options[] = {
+	{"inherit", STORE_WAL_INHERIT, false},
+	{"off", WAL_COMPRESSION_NONE, false},
+	{"pglz", WAL_COMPRESSION_PGLZ, false},
+#ifdef USE_LZ4
+	{"lz4", WAL_COMPRESSION_LZ4, false},
+#endif
+#ifdef USE_ZSTD
+	{"zstd", WAL_COMPRESSION_ZSTD, false},
+#endif
+	{"on", WAL_COMPRESSION_PGLZ, true},
+	{"true", WAL_COMPRESSION_PGLZ, true},
+	{"yes", WAL_COMPRESSION_PGLZ, true},
+	{"1", WAL_COMPRESSION_PGLZ, true},
+	{"false", WAL_COMPRESSION_NONE, true},
+	{"no", WAL_COMPRESSION_NONE, true},
+	{"0", WAL_COMPRESSION_NONE, true},
+	{NULL, 0, false}
+};
+
+#if defined(USE_ZSTD)
+#define STORE_WAL_DEFAULT	WAL_COMPRESSION_ZSTD
+#elif defined(USE_LZ4)
+#define STORE_WAL_DEFAULT	WAL_COMPRESSION_LZ4
+#else
+#define STORE_WAL_DEFAULT	STORE_WAL_INHERIT
+#endif
+
+static int	wal_images = STORE_WAL_DEFAULT;
+
+/* Define the store's settings */
+void
+idem_store_init(void)
+{
+	DefineCustomEnumVariable("idem.wal_compression",
+							 "Compression of the full-page images that idem's own writes log.",
+							 "inherit leaves them to wal_compression, which governs the rest of the WAL.",
+							 &wal_images, STORE_WAL_DEFAULT, wal_compression_options,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+}
+
+/*
+ * Log the page images of the writes that follow as idem.wal_compression
+ * says; returns what idem_store_images_end must put back, which the caller
+ * does in PG_FINALLY, so that no other write of the session is affected.
+ */
+int
+idem_store_images_begin(void)
+{
+	return idem_core_wal_compression_set(wal_images);
+}
+
+/* End what idem_store_images_begin started */
+void
+idem_store_images_end(int saved)
+{
+	idem_core_wal_compression_reset(saved);
+}
 
 /*
  * Relcache invalidations of each table (or of its two indexes) seen so far,
@@ -416,8 +488,8 @@ store_take_row(IdemStore *st)
  * REPEATABLE READ and SERIALIZABLE a row this transaction's snapshot cannot
  * see raises serialization_failure, as INSERT ... ON CONFLICT does.
  */
-IdemFetch
-idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
+static IdemFetch
+store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 {
 	ScanKeyData skey[2];
 	int			nkeys = store_scankeys(st, skey, a, b);
@@ -477,6 +549,28 @@ idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 }
 
 /*
+ * store_fetch, logging the page images its reads may cause (pruning, hint
+ * bits with checksums) as idem.wal_compression says
+ */
+IdemFetch
+idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
+{
+	volatile IdemFetch result;
+	int			saved = idem_store_images_begin();
+
+	PG_TRY();
+	{
+		result = store_fetch(st, a, b, nowait, locked);
+	}
+	PG_FINALLY();
+	{
+		idem_store_images_end(saved);
+	}
+	PG_END_TRY();
+	return result;
+}
+
+/*
  * Read, by its address, a row this transaction wrote and has not replaced
  * since.  No other transaction can write such a row before this one ends
  * (it would wait for it), so no key lock is needed to read and replace it.
@@ -488,11 +582,24 @@ idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait, bool locked)
 bool
 idem_store_fetch_own(IdemStore *st, ItemPointer tid, Oid filenode)
 {
+	volatile bool fetched;
+	int			saved;
+
 	if (filenode != IDEM_REL_FILENUMBER(st->heap) ||
 		ItemPointerGetBlockNumber(tid) >= RelationGetNumberOfBlocks(st->heap))
 		return false;
 	InitDirtySnapshot(st->dirty);
-	if (!table_tuple_fetch_row_version(st->heap, tid, &st->dirty, st->slot))
+	saved = idem_store_images_begin();
+	PG_TRY();
+	{
+		fetched = table_tuple_fetch_row_version(st->heap, tid, &st->dirty, st->slot);
+	}
+	PG_FINALLY();
+	{
+		idem_store_images_end(saved);
+	}
+	PG_END_TRY();
+	if (!fetched)
 		return false;
 	store_take_row(st);
 	if (st->own && !TransactionIdIsValid(st->dirty.xmax))
@@ -509,11 +616,21 @@ idem_store_fetch_visible(IdemStore *st, text *a, text *b)
 	ScanKeyData skey[2];
 	int			nkeys = store_scankeys(st, skey, a, b);
 	IndexScanDesc scan;
-	bool		found;
+	volatile bool found;
+	int			saved;
 
 	scan = idem_index_beginscan(st->heap, st->pkey, GetActiveSnapshot(), nkeys, 0);
 	index_rescan(scan, skey, nkeys, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, st->slot);
+	saved = idem_store_images_begin();
+	PG_TRY();
+	{
+		found = index_getnext_slot(scan, ForwardScanDirection, st->slot);
+	}
+	PG_FINALLY();
+	{
+		idem_store_images_end(saved);
+	}
+	PG_END_TRY();
 	index_endscan(scan);
 	if (found)
 		store_take_row(st);
@@ -600,10 +717,19 @@ void
 idem_store_insert(IdemStore *st, Datum *values, bool *nulls)
 {
 	HeapTuple	tup = heap_form_tuple(RelationGetDescr(st->heap), values, nulls);
+	int			saved = idem_store_images_begin();
 
-	heap_insert(st->heap, tup, GetCurrentCommandId(true), 0, NULL);
+	PG_TRY();
+	{
+		heap_insert(st->heap, tup, GetCurrentCommandId(true), 0, NULL);
+		idem_core_insert_index_entries(st->heap, tup, IDEM_INDEX_INSERT, NULL);
+	}
+	PG_FINALLY();
+	{
+		idem_store_images_end(saved);
+	}
+	PG_END_TRY();
 	st->written = tup->t_self;
-	idem_core_insert_index_entries(st->heap, tup, IDEM_INDEX_INSERT, NULL);
 	store_note_expiry(st, values);
 	heap_freetuple(tup);
 	/* later calls of this transaction, even in this statement, see it */
@@ -630,6 +756,21 @@ store_modified_columns(IdemStore *st, Datum *values, bool *nulls)
 }
 
 /*
+ * The heap update of the row at otid and, once it is done, the index
+ * entries the new version needs; the status of the heap update
+ */
+static TM_Result
+store_update_logged(IdemStore *st, ItemPointer otid, HeapTuple tup, Bitmapset *modified)
+{
+	IdemIndexUpdate index_entries;
+	TM_Result	result = idem_core_update(st->heap, otid, tup, &index_entries);
+
+	if (result == TM_Ok && index_entries != IDEM_INDEX_NONE)
+		idem_core_insert_index_entries(st->heap, tup, index_entries, modified);
+	return result;
+}
+
+/*
  * Replace the found row with new values.  Completing a claim changes no
  * indexed column, so with the table's fillfactor it is a HOT update.
  */
@@ -637,16 +778,25 @@ void
 idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 {
 	HeapTuple	tup = heap_form_tuple(RelationGetDescr(st->heap), values, nulls);
-	Bitmapset  *modified = store_modified_columns(st, values, nulls);
+	Bitmapset  *volatile modified = store_modified_columns(st, values, nulls);
 	ItemPointerData otid = st->slot->tts_tid;
-	TM_Result	result;
-	IdemIndexUpdate index_entries;
+	volatile TM_Result result;
+	int			saved;
 
 	/* values may point into the slot's buffer: it is released only now */
 	ExecClearTuple(st->slot);
 	st->found = false;
 
-	result = idem_core_update(st->heap, &otid, tup, &index_entries);
+	saved = idem_store_images_begin();
+	PG_TRY();
+	{
+		result = store_update_logged(st, &otid, tup, modified);
+	}
+	PG_FINALLY();
+	{
+		idem_store_images_end(saved);
+	}
+	PG_END_TRY();
 	if (result == TM_Updated || result == TM_Deleted)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -658,8 +808,6 @@ idem_store_update(IdemStore *st, Datum *values, bool *nulls)
 			 result, idem_store_heap_names[st->which]);
 
 	st->written = tup->t_self;
-	if (index_entries != IDEM_INDEX_NONE)
-		idem_core_insert_index_entries(st->heap, tup, index_entries, modified);
 	store_note_expiry(st, values);
 	bms_free(modified);
 	heap_freetuple(tup);
@@ -674,10 +822,20 @@ void
 idem_store_delete(IdemStore *st)
 {
 	ItemPointerData tid = st->slot->tts_tid;
+	int			saved;
 
 	ExecClearTuple(st->slot);
 	st->found = false;
-	simple_heap_delete(st->heap, &tid);
+	saved = idem_store_images_begin();
+	PG_TRY();
+	{
+		simple_heap_delete(st->heap, &tid);
+	}
+	PG_FINALLY();
+	{
+		idem_store_images_end(saved);
+	}
+	PG_END_TRY();
 	CommandCounterIncrement();
 }
 
@@ -721,12 +879,22 @@ bool
 idem_store_delete_expired_tid(IdemStore *st, ItemPointer tid, text *a, text *b)
 {
 	TM_FailureData tmfd;
-	TM_Result	result;
+	volatile TM_Result result;
+	int			saved;
 
 	if (!idem_store_lock(st->which, a, b, true))
 		return false;
-	result = heap_delete(st->heap, tid, GetCurrentCommandId(true),
-						 InvalidSnapshot, false, &tmfd, false);
+	saved = idem_store_images_begin();
+	PG_TRY();
+	{
+		result = heap_delete(st->heap, tid, GetCurrentCommandId(true),
+							 InvalidSnapshot, false, &tmfd, false);
+	}
+	PG_FINALLY();
+	{
+		idem_store_images_end(saved);
+	}
+	PG_END_TRY();
 	idem_store_unlock(st->which, a, b);
 	return result == TM_Ok;
 }

@@ -127,6 +127,9 @@ idem_store_state_is(IdemStore *st, const char *state)
 		memcmp(VARDATA_ANY(t), state, strlen(state)) == 0;
 }
 
+extern void idem_store_init(void);
+extern int	idem_store_images_begin(void);
+extern void idem_store_images_end(int saved);
 extern void idem_store_open(IdemStore *st, IdemTable which, bool write);
 extern void idem_store_close(IdemStore *st);
 extern bool idem_store_lock(IdemTable which, text *a, text *b, bool nowait);
@@ -179,5 +182,7 @@ extern TM_Result idem_core_update(Relation heap, ItemPointer otid, HeapTuple tup
 extern void idem_core_page_prepare(Relation heap, Buffer buffer);
 extern bool idem_core_page_next(Relation heap, Buffer buffer, Snapshot snapshot,
 								OffsetNumber *off, HeapTuple tup);
+extern int	idem_core_wal_compression_set(int method);
+extern void idem_core_wal_compression_reset(int saved);
 
 #endif							/* IDEM_STORE_H */

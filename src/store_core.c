@@ -2,7 +2,9 @@
  * store_core.c
  *		What store.c does as PostgreSQL's own code does it: index
  *		maintenance after a heap write, the visibility check of a fetched
- *		row, and the heap update with the index work it leaves to do.
+ *		row, the heap update with the index work it leaves to do, a page
+ *		read by the purge's sweep, and the choice of how the page images
+ *		of idem's own writes are compressed.
  *
  * Each function names the core function it follows in every version idem
  * builds against (15, 17 and 18), and says where those differ, so that a
@@ -13,6 +15,7 @@
 
 #include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/xlog.h"
 #include "catalog/index.h"
 #include "executor/executor.h"
 #include "nodes/bitmapset.h"
@@ -214,4 +217,32 @@ void
 idem_core_page_prepare(Relation heap, Buffer buffer)
 {
 	heap_page_prune_opt(heap, buffer);
+}
+
+/*
+ * Follows XLogRecordAssemble (access/transam/xloginsert.c), which compresses
+ * each full-page image it adds to a record with the method in wal_compression
+ * at that moment: make method (a WalCompression; negative: leave it) the one
+ * for the records written until idem_core_wal_compression_reset, and return
+ * the method to put back then.  Replay reads the method from each image, so records with
+ * and without compression mix freely.
+ *   15, 17, 18: wal_compression is an int holding a WalCompression, with no
+ *   assign hook; XLogCompressBackupBlock raises an error for a method the
+ *   server was built without, which idem.wal_compression never offers.
+ */
+int
+idem_core_wal_compression_set(int method)
+{
+	int			saved = wal_compression;
+
+	if (method >= 0)
+		wal_compression = method;
+	return saved;
+}
+
+/* Put back the method that idem_core_wal_compression_set returned */
+void
+idem_core_wal_compression_reset(int saved)
+{
+	wal_compression = saved;
 }
