@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/wal.sh (make bench-wal): what one request writes.  For five kinds of
+# bench/wal.sh (make bench-wal): what one request writes.  For seven kinds of
 # request, side by side on one scratch cluster: the WAL of a request split by
 # relation (idem's heap, its primary key, its expires_at index, the payment's
 # heap and indexes, commit records, the rest) with full-page images apart,
@@ -16,9 +16,17 @@
 #   webhook    a signed Stripe delivery through idem_webhook_receive, then
 #              the payment, in one transaction
 #   nodedup    the payment alone: a ledger row and a balance update
+#   dedup1     the payment behind the least a dedupe table can do in the
+#              same statement: INSERT ... ON CONFLICT DO NOTHING of the key
+#              alone (no fingerprint, state, response or expiry, so a
+#              retry learns nothing): what any record of the key costs
+#   idem1:inherit  idem1 with idem.wal_compression = inherit: its page
+#              images left to wal_compression, the rest as idem1
 #   idem1@BASE idem1 on a database left at idem's version BENCH_BASE (its
 #              tables as that version made them), the others being updated
-#              to the default version: before and after, side by side
+#              to the default version: before and after, side by side; its
+#              page images are left to wal_compression
+#              (idem.wal_compression = inherit), as before 1.6
 # Keys are up to 19 digits with a random prefix, so they land all over the
 # primary key as random ids do; the fingerprint is a SHA-256.
 #
@@ -28,9 +36,11 @@
 # out its own data, so images would make records look smaller) and the CPU
 # of the backends (the median of the rounds).  The second:
 # BENCH_SPAN seconds with checkpoint_timeout = 30s and full_page_writes on,
-# the kinds taking turns of 6 s at BENCH_RATE requests a second (a fixed
+# the kinds taking turns of 30 s / their number (3 s) at BENCH_RATE requests a second (a fixed
 # rate, so that a faster server does not spread its images over more
-# requests): the page images a request brings once checkpoints come and go.
+# requests): the page images a request brings once checkpoints come and go,
+# and the CPU of a request with them (the sum over the run: a turn alone
+# takes a few ticks).
 # pg_waldump decodes every record of each turn; a record counts for the
 # relation of its first block (its relfilenode), as a commit (rmgr
 # Transaction) or as other (sequences, standby snapshots).  Summed by rmgr
@@ -41,7 +51,7 @@
 #   BENCH_PAYMENTS  requests of each kind in the first run     (6000)
 #   BENCH_KEYS      keys, webhook ids, ledger rows loaded       (100000)
 #   BENCH_SPAN      seconds of the run across checkpoints      (150)
-#   BENCH_RATE      requests a second of each kind in it       (58: a turn
+#   BENCH_RATE      requests a second of each kind in it       (116: a turn
 #                   adds 1/288 of BENCH_KEYS, see RATE below)
 #   BENCH_CLIENTS   pgbench clients (-c)                       (4)
 #   BENCH_JOBS      pgbench threads (-j)                       (2)
@@ -49,6 +59,8 @@
 #   BENCH_BASE      idem's version for idem1@BASE, or none     (1.5)
 #   BENCH_WAL_COMPRESSION  wal_compression in the second run   (off; lz4,
 #                   zstd or pglz: what page images weigh compressed)
+#   BENCH_IDEM_WAL_COMPRESSION  idem.wal_compression but for idem1@BASE
+#                   (the library's default; inherit, off, pglz, lz4, zstd)
 #   PG=17 (or 18)   run on that server (test/servers.sh) instead of the host's
 #                   (BENCH_PG works too)
 set -euo pipefail
@@ -71,12 +83,7 @@ JOBS=${BENCH_JOBS:-2}
 PORT=${BENCH_PORT:-5497}
 BASELINE=${BENCH_BASE-1.5}
 COMPRESSION=${BENCH_WAL_COMPRESSION:-off}
-# a turn: the checkpoint interval shared by the five kinds
-TURN=6
-# Between two checkpoints a kind adds 1/288 of the keys loaded, as 5-minute
-# checkpoints do to keys kept 24 hours: how many of those inserts land on a
-# page already logged since the checkpoint depends on that share.
-RATE=${BENCH_RATE:-$(((KEYS + 288 * TURN - 1) / (288 * TURN)))}
+IDEM_COMPRESSION=${BENCH_IDEM_WAL_COMPRESSION:-}
 ROUNDS=$(((SPAN + 29) / 30))
 
 # The keys of a run end in client_id * 10^9 + n, n starting at a new million
@@ -170,18 +177,31 @@ SELECT count(idem_webhook('stripe', 'evt_' || key_of(i)))
 FROM (SELECT g AS i FROM generate_series(1, $KEYS) g ORDER BY random()) s;
 INSERT INTO ledger (k, account, amount)
 SELECT key_of(i), 1 + i % 1000, 1 + i % 97 FROM generate_series(1, $KEYS) i;
+-- dedup1's table, its keys in random order as idem's
+CREATE TABLE dedup (k text COLLATE "C" PRIMARY KEY);
+INSERT INTO dedup SELECT key_of(g) FROM generate_series(1, $KEYS) g ORDER BY random();
 VACUUM ANALYZE;
 EOF
 
 # kind, its database, its pgbench script
 KINDS="
 idem1     w_idem1     idem1.sql
+idem1:inherit w_idem1_inherit idem1.sql
 two-phase w_two_phase two_phase.sql
 replay    w_replay    replay.sql
 webhook   w_webhook   webhook.sql
 nodedup   w_nodedup   nodedup.sql
+dedup1    w_dedup1    dedup1.sql
 ${BASELINE:+idem1@$BASELINE w_idem1_base idem1.sql}
 "
+NKINDS=$(grep -c . <<<"$KINDS")
+# a turn: the checkpoint interval shared by the kinds, so that a round of
+# turns takes about checkpoint_timeout
+TURN=$((30 / NKINDS))
+# Between two checkpoints a kind adds 1/288 of the keys loaded, as 5-minute
+# checkpoints do to keys kept 24 hours: how many of those inserts land on a
+# page already logged since the checkpoint depends on that share.
+RATE=${BENCH_RATE:-$(((KEYS + 288 * TURN - 1) / (288 * TURN)))}
 
 # The statements of bench/seeds/loadgen.c: the payment, and idem1
 PAY="WITH pay AS (INSERT INTO ledger (k, account, amount) VALUES (:k, :a, :m) RETURNING id),
@@ -235,6 +255,14 @@ cat >"$DIR/nodedup.sql" <<EOF
 $NEW_KEY
 $PAY;
 EOF
+cat >"$DIR/dedup1.sql" <<EOF
+$NEW_KEY
+WITH d AS (INSERT INTO dedup (k) VALUES (:k) ON CONFLICT DO NOTHING RETURNING k),
+     pay AS (INSERT INTO ledger (k, account, amount) SELECT :k, :a, :m FROM d RETURNING id),
+     bal AS (UPDATE accounts SET balance = balance + :m
+             WHERE id = :a AND EXISTS (SELECT FROM pay))
+SELECT id FROM pay;
+EOF
 
 log "copying the template into a database per kind"
 : >"$DIR/relmap.tsv"
@@ -242,6 +270,11 @@ while read -r kind db script; do
 	[ -n "$kind" ] || continue
 	"${PSQL[@]}" -d postgres -c "CREATE DATABASE $db TEMPLATE wal_template"
 	[ "$kind" = "idem1@$BASELINE" ] || "${PSQL[@]}" -d "$db" -c "ALTER EXTENSION idem UPDATE"
+	case $kind in
+	idem1@* | idem1:inherit) "${PSQL[@]}" -d "$db" -c "ALTER DATABASE $db SET idem.wal_compression = inherit" ;;
+	*) [ -z "$IDEM_COMPRESSION" ] ||
+		"${PSQL[@]}" -d "$db" -c "ALTER DATABASE $db SET idem.wal_compression = $IDEM_COMPRESSION" ;;
+	esac
 	# which relation each relfilenode of the database is, as pg_waldump names
 	# it (tablespace/database/relfilenode)
 	"${PSQL[@]}" -d "$db" -F $'\t' >>"$DIR/relmap.tsv" <<'EOF'
@@ -253,6 +286,8 @@ FROM (VALUES (to_regclass('idem.keys'), 'idem_heap'), (to_regclass('idem.webhook
              -- before 1.6
              (to_regclass('idem.keys_expires_at_idx'), 'idem_expires'),
              (to_regclass('idem.webhooks_expires_at_idx'), 'idem_expires'),
+             -- dedup1's table in idem's columns
+             (to_regclass('dedup'), 'idem_heap'), (to_regclass('dedup_pkey'), 'idem_pkey'),
              (to_regclass('ledger'), 'pay_heap'), (to_regclass('accounts'), 'pay_heap'),
              (to_regclass('ledger_pkey'), 'pay_index'), (to_regclass('accounts_pkey'), 'pay_index')) v(r, part)
 WHERE r IS NOT NULL;
@@ -322,8 +357,10 @@ for ((r = 0; r < ROUNDS; r++)); do
 done
 CKPTS=$(($(grep -c 'checkpoint starting: time' "$DIR/server.log" || true) - CKPT0))
 log "  $CKPTS timed checkpoints during the run"
-# a commit, so that every record of the runs is on disk for pg_waldump
-"${PSQL[@]}" -d postgres -c "SELECT txid_current()" >/dev/null
+# a commit that flushes, so that every record of the runs is on disk for
+# pg_waldump (a transaction that writes nothing but takes an xid, as
+# txid_current(), commits without flushing)
+"${PSQL[@]}" -d postgres -c "CREATE TABLE flush_mark (); DROP TABLE flush_mark" >/dev/null
 
 log "decoding the WAL of every run"
 printf 'run\tkind\trmgr\ttype\tpart\trecords\trecord_bytes\tfpi_bytes\n' >"$RECORDS"
@@ -380,11 +417,13 @@ while read -r kind db script; do
 	replay) expect="0 0 0 0" ;;
 	webhook) expect="$requests 0 $requests 0" ;;
 	nodedup) expect="$requests 0 0 0" ;;
+	dedup1) expect="$requests 0 $requests 0" ;;
 	esac
 	got=$("${PSQL[@]}" -d "$db" -F ' ' -c "
 		SELECT (SELECT count(*) - $KEYS FROM ledger),
 		       (SELECT count(*) FILTER (WHERE state = 'completed') - $KEYS FROM idem.keys),
-		       (SELECT count(*) - $KEYS FROM idem.webhooks) + (SELECT count(*) - $KEYS FROM idem.keys),
+		       (SELECT count(*) - $KEYS FROM idem.webhooks) + (SELECT count(*) - $KEYS FROM idem.keys)
+		       + (SELECT count(*) - $KEYS FROM dedup),
 		       (SELECT count(*) FILTER (WHERE state <> 'completed') FROM idem.keys)")
 	if [ "$got" != "$expect" ]; then
 		log "CHECK FAILED: $kind: new ledger rows, completed keys, new keys and webhook ids, keys unfinished: $got (expected $expect)"
@@ -393,6 +432,7 @@ while read -r kind db script; do
 	case $kind in
 	webhook) t=idem.webhooks i=idem.webhooks_pkey e="to_regclass('idem.webhooks_expires_at_idx')" ;;
 	nodedup) t=ledger i=ledger_pkey e=NULL ;;
+	dedup1) t=dedup i=dedup_pkey e=NULL ;;
 	*) t=idem.keys i=idem.keys_pkey e="to_regclass('idem.keys_expires_at_idx')" ;;
 	esac
 	"${PSQL[@]}" -d "$db" -F $'\t' -c "
@@ -407,11 +447,11 @@ SERVER=$("$IDEM_BINDIR/postgres" --version | sed 's/^postgres (PostgreSQL) //')
 {
 	echo "PostgreSQL $SERVER, synchronous_commit = on, $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo "Records and CPU: $PAYMENTS requests a kind in 3 rounds, each after a CHECKPOINT, full_page_writes off; CPU: median of the rounds."
-	echo "Page images: $ROUNDS rounds of $TURN s a kind at $RATE requests/s, from a CHECKPOINT, checkpoint_timeout = 30s ($CKPTS timed checkpoints), wal_compression = $COMPRESSION."
-	echo "$KEYS keys, webhook ids and ledger rows loaded. Bytes per request; on disk, per key (nodedup: per ledger row)."
+	echo "Page images: $ROUNDS rounds of $TURN s a kind at $RATE requests/s, from a CHECKPOINT, checkpoint_timeout = 30s ($CKPTS timed checkpoints), wal_compression = $COMPRESSION, idem.wal_compression = ${IDEM_COMPRESSION:-its default} (idem1:inherit, idem1@$BASELINE: inherit)."
+	echo "$KEYS keys, webhook ids and ledger rows loaded. Bytes per request; on disk, per key (nodedup: per ledger row; dedup1: its table in idem's columns)."
 	echo
-	echo "| per request | idem heap | primary key | \`expires_at\` | payment heap | payment indexes | commit | other | records | page images (primary key) | CPU µs | on disk: heap / primary key / \`expires_at\` |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+	echo "| per request | idem heap | primary key | \`expires_at\` | payment heap | payment indexes | commit | other | records | page images (primary key) | CPU µs | CPU µs with images | on disk: heap / primary key / \`expires_at\` |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 	awk -F'\t' -v kinds="$(awk 'NF { printf "%s ", $1 }' <<<"$KINDS")" '
 		# n with a comma every three digits
 		function commas(n,   s) {
@@ -436,6 +476,8 @@ SERVER=$("$IDEM_BINDIR/postgres" --version | sed 's/^postgres (PostgreSQL) //')
 			req[$1, $2] += $3
 			if ($1 == "records")
 				cpu[$2, ++ncpu[$2]] = $4 / $3
+			else
+				icpu[$2] += $4
 		}
 		FILENAME ~ /records.tsv$/ && FNR > 1 {
 			if ($1 == "records") rec[$2, $5] += $7
@@ -459,7 +501,8 @@ SERVER=$("$IDEM_BINDIR/postgres" --version | sed 's/^postgres (PostgreSQL) //')
 				}
 				line = line " | " commas(total / a) " | "
 				line = line (b > 0 ? commas(fpi[k[i]] / b) " (" commas(fpik[k[i]] / b) ")" : "–")
-				line = line " | " commas(median(k[i])) " | " disk[k[i]] " |"
+				line = line " | " commas(median(k[i])) " | " (b > 0 ? commas(icpu[k[i]] / b) : "–")
+				line = line " | " disk[k[i]] " |"
 				print line
 			}
 		}' "$RUNS" "$RECORDS" "$DIR/sizes.tsv"
