@@ -35,16 +35,6 @@ PG_FUNCTION_INFO_V1(idem_purge);
 PG_FUNCTION_INFO_V1(idem_expiry_outside_write);
 PG_FUNCTION_INFO_V1(idem_purge_backlog);
 
-/* Is this expired row of idem.keys still held by a live lease? */
-static bool
-purge_lease_live(TupleTableSlot *slot, TimestampTz now)
-{
-	bool		isnull;
-	Datum		lease = slot_getattr(slot, KEYS_LEASE_UNTIL + 1, &isnull);
-
-	return !isnull && DatumGetTimestampTz(lease) > now;
-}
-
 /* Delete up to limit expired rows of one table; returns how many */
 static int64
 purge_table(IdemTable which, TimestampTz now, int64 limit)
@@ -78,7 +68,8 @@ purge_table(IdemTable which, TimestampTz now, int64 limit)
 	while (deleted < limit && index_getnext_slot(scan, ForwardScanDirection, st.slot))
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (which == IDEM_KEYS && purge_lease_live(st.slot, now))
+		/* expired, but perhaps still leased */
+		if (idem_expiry_purgeable_at(&st, ExecFetchSlotHeapTuple(st.slot, false, NULL)) > now)
 			continue;
 		if (idem_store_delete_expired(&st))
 			deleted++;

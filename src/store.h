@@ -159,6 +159,7 @@ extern void idem_expiry_shmem_request(void);
 extern void idem_expiry_shmem_startup(void);
 extern void idem_expiry_note(Relation heap, ItemPointer tid, TimestampTz expires);
 extern void idem_expiry_forget(Relation heap);
+extern TimestampTz idem_expiry_purgeable_at(IdemStore *st, HeapTuple tup);
 extern int64 idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit);
 extern void idem_expiry_backlog(IdemStore *st, TimestampTz now, int64 *expired,
 								TimestampTz *oldest);

@@ -357,9 +357,14 @@ expiry_range_known_empty(ExpiryRange *range, uint64 epoch, TimestampTz now)
 	return range->epoch == epoch && range->min > now;
 }
 
-/* When the row in tup becomes purgeable: its expiry, or a later lease end */
-static TimestampTz
-expiry_purgeable_at(IdemStore *st, HeapTuple tup)
+/*
+ * When the row in tup, of the table open in st, becomes purgeable: its
+ * expiry, or its lease's end if that is later (a key whose attempt is still
+ * leased stays, whatever its ttl said).  The one statement of that rule,
+ * for the sweep and for the purge through an index on expires_at.
+ */
+TimestampTz
+idem_expiry_purgeable_at(IdemStore *st, HeapTuple tup)
 {
 	const StoreShape *shape = &idem_store_shapes[st->which];
 	TupleDesc	desc = RelationGetDescr(st->heap);
@@ -436,7 +441,7 @@ expiry_read_blocks(IdemStore *st, BlockNumber start, BlockNumber end,
 			if (pass->counting)
 			{
 				if (HeapTupleSatisfiesVisibility(&tup, pass->snapshot, buf) &&
-					expiry_purgeable_at(st, &tup) <= pass->now)
+					idem_expiry_purgeable_at(st, &tup) <= pass->now)
 				{
 					pass->done++;
 					pass->oldest = Min(pass->oldest,
@@ -448,7 +453,7 @@ expiry_read_blocks(IdemStore *st, BlockNumber start, BlockNumber end,
 			InitDirtySnapshot(dirty);
 			if (!HeapTupleSatisfiesVisibility(&tup, &dirty, buf))
 				continue;
-			at = expiry_purgeable_at(st, &tup);
+			at = idem_expiry_purgeable_at(st, &tup);
 			if (at > pass->now || !HeapTupleSatisfiesVisibility(&tup, pass->snapshot, buf))
 			{
 				*least = Min(*least, at);

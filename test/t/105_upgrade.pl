@@ -519,14 +519,16 @@ is( $node->safe_psql(
 
 # Until the update the new library purges a 1.5 database through its
 # indexes on expires_at: two expired keys and an expired delivery go, a
-# live key stays.
+# live key stays, and so does an expired key whose lease still runs.
 my $indexes_q = q{SELECT string_agg(indexrelid::regclass::text, ' ' ORDER BY indexrelid::regclass::text)
 FROM pg_index WHERE indrelid IN ('idem.keys'::regclass, 'idem.webhooks'::regclass)};
 sql('up', q{
-SELECT idem_claim('p-old-1'), idem_claim('p-old-2'), idem_claim('p-live');
+SELECT idem_claim('p-old-1'), idem_claim('p-old-2'), idem_claim('p-live'), idem_claim('p-leased');
 SELECT idem_webhook('stripe', 'evt-old');
 UPDATE idem.keys SET expires_at = now() - interval '1 s', lease_until = now() - interval '1 s'
 WHERE key LIKE 'p-old-%';
+UPDATE idem.keys SET expires_at = now() - interval '1 s', lease_until = now() + interval '1 hour'
+WHERE key = 'p-leased';
 UPDATE idem.webhooks SET expires_at = now() - interval '1 s' WHERE event_id = 'evt-old';
 });
 is( sql('up', $indexes_q . '; SELECT idem_purge()'),
@@ -567,8 +569,8 @@ is( sql('up', q{SELECT has_function_privilege('app', 'idem.expiry_outside_write(
 	'f|f', 'neither PUBLIC nor the application role may execute the trigger function');
 is( sql('up', q{SELECT idem_purge();
 SELECT string_agg(key, ' ' ORDER BY key) FROM idem.keys WHERE key LIKE 'p-%'}),
-	"1\np-live",
-	'after the update the purge sweeps: the key expired before it goes, the live one stays');
+	"1\np-leased p-live",
+	'after the update the purge sweeps: the key expired before it goes, the live and the leased ones stay');
 
 # --- 1.0, 1.1, 1.2, 1.3, 1.4 and 1.5 each straight to 1.6 ---
 
