@@ -172,21 +172,13 @@ load_idem webhook "SELECT count(idem_webhook('stripe', i::text)) FROM generate_s
 # idem_webhook_receive, the same secret passed by receive_app and receive_app2,
 # which record under 'recv_app' and 'recv_app2'.  Each has the ids
 # evt_1 .. evt_$KEYS seen before.
-# bench.stripe_delivery(e) is the delivery of event evt_<e> as it arrives: the
-# body and its Stripe-Signature, signed now with pgcrypto.  It is a SQL
-# function the planner inlines (STABLE, not strict, returning a set), so a
-# prepared statement computes the delivery in its own plan: no function call,
-# nothing parsed again per execution.
+# bench.stripe_delivery(e) is the delivery of event evt_<e> as it arrives
+# (bench/stripe_delivery.sql).
 load_idem receive "
 	CREATE EXTENSION pgcrypto;
-	CREATE FUNCTION bench.stripe_delivery(e bigint, OUT payload text, OUT headers jsonb)
-	RETURNS SETOF record LANGUAGE sql STABLE AS \$\$
-		SELECT p, jsonb_build_object('Stripe-Signature', 't=' || t || ',v1=' ||
-		           encode(hmac(t || '.' || p, 'whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH', 'sha256'), 'hex'))
-		FROM (SELECT '{\"id\":\"evt_' || e || '\",\"object\":\"event\",\"type\":\"payment_intent.succeeded\",'
-		             '\"data\":{\"object\":{\"id\":\"pi_3OE2sL\",\"amount\":2000,\"currency\":\"usd\"}}}' AS p,
-		             extract(epoch FROM now())::bigint::text AS t) s
-	\$\$;
+	SET search_path = bench, public;
+	$(cat bench/stripe_delivery.sql)
+	RESET search_path;
 	SELECT idem_webhook_source_set(s, 'stripe', ARRAY['whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH'],
 		allowed_ips => ARRAY['192.0.2.0/24', '198.51.100.0/24']::cidr[])
 	FROM unnest(ARRAY['recv', 'recv_list']) s;

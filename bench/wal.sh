@@ -121,6 +121,7 @@ PGBENCH=("$IDEM_BINDIR/pgbench" -h "$IDEM_SOCK" -p "$IDEM_PORT" -U postgres -n -
 # --- the template ------------------------------------------------------------
 
 FP="'\\x9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08'::bytea"
+# the secret bench/stripe_delivery.sql signs with
 SECRET=whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH
 
 log "loading $KEYS keys, webhook ids and ledger rows into the template"
@@ -141,16 +142,7 @@ CREATE TABLE ledger (id bigserial PRIMARY KEY, k text NOT NULL, account int NOT 
 -- loaded key i: a random-looking prefix and the suffix i, as a run's keys
 CREATE FUNCTION key_of(i bigint) RETURNS text LANGUAGE sql IMMUTABLE
 RETURN (((i * 2654435761) % 90000000 + 1) * 100000000000 + i)::text;
--- event e as Stripe delivers it: the body and its Stripe-Signature, signed
--- now (inlined by the planner, as in bench/run.sh)
-CREATE FUNCTION stripe_delivery(e bigint, OUT payload text, OUT headers jsonb)
-RETURNS SETOF record LANGUAGE sql STABLE AS \$\$
-	SELECT p, jsonb_build_object('Stripe-Signature', 't=' || t || ',v1=' ||
-	           encode(hmac(t || '.' || p, '$SECRET', 'sha256'), 'hex'))
-	FROM (SELECT '{"id":"evt_' || e || '","object":"event","type":"payment_intent.succeeded",'
-	             '"data":{"object":{"id":"pi_3OE2sL","amount":2000,"currency":"usd"}}}' AS p,
-	             extract(epoch FROM now())::bigint::text AS t) s
-\$\$;
+$(cat bench/stripe_delivery.sql)
 SELECT idem_webhook_source_set('stripe', 'stripe', ARRAY['$SECRET'],
 	allowed_ips => ARRAY['198.51.100.0/24']::cidr[]);
 -- In random order, as keys arrive, so that the primary keys are B-trees
