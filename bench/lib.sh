@@ -8,6 +8,8 @@
 PM_PID=$(head -1 "$IDEM_DATA/postmaster.pid")
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 children_ticks() { awk '{ print $16 + $17 }' "/proc/${1:-$PM_PID}/stat"; }
+# CPU a process ($1) spent itself, in clock ticks; 0 once it is gone
+self_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
 # Wait until no more than $1 children of the postmaster are left: the
 # backends of the last run have exited and been reaped

@@ -256,18 +256,9 @@ CREATE TABLE ledger (id bigserial PRIMARY KEY, k text NOT NULL, account int NOT 
 CREATE TABLE dedupe (k text PRIMARY KEY, status text NOT NULL, response jsonb);
 EOF
 
-PM_PID=$(head -1 "$IDEM_DATA/postmaster.pid")
-TICK_US=$((1000000 / $(getconf CLK_TCK)))
-# CPU ticks of a process itself ($1 self) or of its reaped children ($1 children)
-ticks() { awk -v w="$1" '{ print (w == "self") ? $14 + $15 : $16 + $17 }' "/proc/$2/stat" 2>/dev/null || echo 0; }
-# Wait until the postmaster has reaped the backends of the last run
-wait_backends_gone() {
-	local i
-	for ((i = 0; i < 100; i++)); do
-		[ "$(pgrep -c -P "$PM_PID")" -le "$1" ] && return 0
-		sleep 0.05
-	done
-}
+# PM_PID, TICK_US, children_ticks, self_ticks, wait_backends_gone
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 # loadgen on the loopback (here) or from the client namespace ($1: lo, rtt)
 loadgen() {
@@ -327,9 +318,9 @@ run_one() {
 		redis-cli -p "$REDIS_PORT" CONFIG SET appendfsync "$fsync" >/dev/null
 	fi
 	base=$(pgrep -c -P "$PM_PID")
-	pg0=$(ticks children "$PM_PID")
-	rd0=$(ticks self "$REDIS_PID")
-	nq0=$( [ -n "$NFQ_PID" ] && ticks self "$NFQ_PID" || echo 0)
+	pg0=$(children_ticks)
+	rd0=$(self_ticks "$REDIS_PID")
+	nq0=$( [ -n "$NFQ_PID" ] && self_ticks "$NFQ_PID" || echo 0)
 	if ! out=$(loadgen "$place" --design "$design" --clients "$CLIENTS" --seconds "$secs" \
 		--retry-seq "$RETRY_SEQ" --retry-dup "$RETRY_DUP" --prefix "$variant/$place/r$round" 2>>"$SEEDS_DIR/loadgen.log"); then
 		log "$variant on $place failed: see $SEEDS_DIR/loadgen.log"
@@ -338,11 +329,11 @@ run_one() {
 	wait_backends_gone "$base"
 	n=$(field requests "$out")
 	[ "${n:-0}" -gt 0 ] || n=1
-	pg=$(awk -v t="$(($(ticks children "$PM_PID") - pg0))" -v us="$TICK_US" -v n="$n" 'BEGIN { printf "%.1f", t * us / n }')
-	rd=$(awk -v t="$(($(ticks self "$REDIS_PID") - rd0))" -v us="$TICK_US" -v n="$n" 'BEGIN { printf "%.1f", t * us / n }')
+	pg=$(awk -v t="$(($(children_ticks) - pg0))" -v us="$TICK_US" -v n="$n" 'BEGIN { printf "%.1f", t * us / n }')
+	rd=$(awk -v t="$(($(self_ticks "$REDIS_PID") - rd0))" -v us="$TICK_US" -v n="$n" 'BEGIN { printf "%.1f", t * us / n }')
 	nq=0
 	if [ "$place" = rtt ] && [ -n "$NFQ_PID" ]; then
-		nq=$(awk -v t="$(($(ticks self "$NFQ_PID") - nq0))" -v us="$TICK_US" -v n="$n" 'BEGIN { printf "%.1f", t * us / n }')
+		nq=$(awk -v t="$(($(self_ticks "$NFQ_PID") - nq0))" -v us="$TICK_US" -v n="$n" 'BEGIN { printf "%.1f", t * us / n }')
 	fi
 	[ "$round" = 0 ] && return 0
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$round" "$place" "$variant" \
