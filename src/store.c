@@ -125,6 +125,7 @@ idem_store_init(void)
 							 "inherit leaves them to wal_compression, which governs the rest of the WAL.",
 							 &wal_images, STORE_WAL_DEFAULT, wal_compression_options,
 							 PGC_SUSET, 0, NULL, NULL, NULL);
+	idem_expiry_init();
 }
 
 /*

@@ -155,6 +155,7 @@ extern bool idem_store_delete_expired_tid(IdemStore *st, ItemPointer tid,
 extern TransactionId idem_store_outside_writes_seen(IdemStore *st);
 
 /* The purge's sweep and the expiry map (store_expiry.c) */
+extern void idem_expiry_init(void);
 extern void idem_expiry_shmem_request(void);
 extern void idem_expiry_shmem_startup(void);
 extern void idem_expiry_note(Relation heap, ItemPointer tid, TimestampTz expires);

@@ -21,7 +21,8 @@
  *	   and on reading them all sets min to the least of noted and of what it
  *	   left (every row a dirty snapshot sees, but those it deleted), and the
  *	   range's epoch to the one it began in.  A row written meanwhile is on a
- *	   page before the sweep reads it, or is noted after noted was reset.
+ *	   page before the sweep reads it, or is noted after noted was reset
+ *	   (123_purge_sweep.pl pauses a sweep there to write one).
  *	 - Forgetting a table is a new epoch: every range unknown at once.  A
  *	   table is forgotten when its slot is given to another table (or to its
  *	   new file after TRUNCATE, CLUSTER or VACUUM FULL), when a transaction
@@ -51,9 +52,12 @@
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
+#include "storage/latch.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/wait_event.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -106,6 +110,49 @@ static int	cached_slot = -1;
  */
 static bool touched[EXPIRY_TABLES];
 static bool callbacks_registered = false;
+
+#ifdef USE_ASSERT_CHECKING
+/*
+ * idem.sweep_pause, in builds with assertions only (make test builds idem
+ * so): how long a sweep waits after reading a range it holds, before it
+ * sets what it learnt, so that a test can write into the range meanwhile
+ * (123_purge_sweep.pl).  The wait shows as wait_event Extension.
+ */
+static int	sweep_pause_ms = 0;
+#endif
+
+/* Define the map's settings: none but the test pause of assert builds */
+void
+idem_expiry_init(void)
+{
+#ifdef USE_ASSERT_CHECKING
+	DefineCustomIntVariable("idem.sweep_pause",
+							"Test only: pause of a sweep between reading a range and setting its bound.",
+							NULL,
+							&sweep_pause_ms, 0, 0, 60 * 1000,
+							PGC_SUSET, GUC_UNIT_MS | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+#endif
+}
+
+#ifdef USE_ASSERT_CHECKING
+/* Wait idem.sweep_pause, as a test asked, answering interrupts */
+static void
+expiry_test_pause(void)
+{
+	TimestampTz until;
+
+	if (sweep_pause_ms <= 0)
+		return;
+	until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), sweep_pause_ms);
+	while (GetCurrentTimestamp() < until)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+#endif
 
 /* Shared memory the map needs */
 static Size
@@ -531,6 +578,9 @@ expiry_pass(IdemStore *st, ExpiryTable *t, uint64 epoch, ExpiryPass *pass)
 
 		if (held)
 		{
+#ifdef USE_ASSERT_CHECKING
+			expiry_test_pause();
+#endif
 			SpinLockAcquire(&range->mutex);
 			if (range->sweeping == epoch)
 			{
