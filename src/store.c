@@ -22,6 +22,7 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/table.h"
 #include "access/htup_details.h"
 #include "access/tableam.h"
 #include "access/xlog.h"
@@ -74,6 +75,8 @@ typedef struct StoreOids
 
 static StoreOids oids;
 static bool callback_registered = false;
+
+static void store_lookup(void);
 
 /*
  * idem.wal_compression: how the full-page images of idem's own writes are
@@ -156,13 +159,22 @@ idem_store_images_end(int saved)
 static uint64 invalidations[IDEM_NTABLES] = {1, 1, 1};
 static uint64 checked[IDEM_NTABLES] = {0, 0, 0};
 
+/*
+ * Bumped whenever the cached OIDs are forgotten, so that a caller can tell
+ * whether they were while it waited for a lock (store_open_heap); and true
+ * while store_resolve looks them up, when any invalidation may concern a
+ * relation it has not filled in yet.
+ */
+static uint64 oids_generation = 0;
+static bool resolving = false;
+
 /* Forget the cached OIDs, and checks, when one of the relations changes or goes */
 static void
 store_relcache_callback(Datum arg, Oid relid)
 {
 	int			i;
 
-	if (!OidIsValid(relid) || relid == oids.token_seq)
+	if (!OidIsValid(relid) || relid == oids.token_seq || resolving)
 		oids.valid = false;
 	for (i = 0; i < IDEM_NTABLES; i++)
 		if (!OidIsValid(relid) ||
@@ -172,6 +184,8 @@ store_relcache_callback(Datum arg, Oid relid)
 			oids.valid = false;
 			invalidations[i]++;
 		}
+	if (!oids.valid)
+		oids_generation++;
 }
 
 /* One relation of schema idem, or an error that says how to get it */
@@ -188,15 +202,39 @@ store_relid(Oid nsp, const char *name)
 	return relid;
 }
 
-/* Resolve the OIDs of idem's relations, once per backend and invalidation */
+/*
+ * Resolve the OIDs of idem's relations, once per backend and invalidation.
+ * The catalog reads may take in invalidations; one that arrives meanwhile
+ * makes it look again.
+ */
 static void
 store_resolve(void)
+{
+	while (!oids.valid)
+	{
+		uint64		generation = oids_generation;
+
+		resolving = true;
+		PG_TRY();
+		{
+			store_lookup();
+		}
+		PG_FINALLY();
+		{
+			resolving = false;
+		}
+		PG_END_TRY();
+		oids.valid = (generation == oids_generation);
+	}
+}
+
+/* Look up the OIDs of idem's relations (store_resolve) */
+static void
+store_lookup(void)
 {
 	Oid			nsp;
 	int			i;
 
-	if (oids.valid)
-		return;
 	if (!callback_registered)
 	{
 		CacheRegisterRelcacheCallback(store_relcache_callback, (Datum) 0);
@@ -233,7 +271,6 @@ store_resolve(void)
 		oids.expires[i] = OidIsValid(oids.heap[i]) && idem_store_expires_names[i] != NULL &&
 			!OidIsValid(oids.outside_write) ?
 			store_relid(nsp, idem_store_expires_names[i]) : InvalidOid;
-	oids.valid = true;
 }
 
 /*
@@ -325,6 +362,43 @@ idem_store_open_expires(IdemStore *st)
 }
 
 /*
+ * Open table which under lockmode, with the OIDs of its indexes resolved
+ * while the lock is held; NULL if the table does not exist (before the
+ * update that creates it).  As RangeVarGetRelidExtended does: resolve,
+ * lock, and if an invalidation of idem's relations came in meanwhile, let
+ * go and resolve again.  An update that drops or replaces one of idem's
+ * relations holds the table's ACCESS EXCLUSIVE lock (1.6 drops the
+ * expires_at indexes): a claim that waited behind it must not go on with
+ * the OIDs it had before.
+ */
+static Relation
+store_open_heap(IdemTable which, LOCKMODE lockmode)
+{
+	for (;;)
+	{
+		uint64		generation;
+		Relation	heap;
+
+		store_resolve();
+		if (!OidIsValid(oids.heap[which]))
+		{
+			/* created since it was looked up: ALTER EXTENSION UPDATE, here or elsewhere */
+			oids.valid = false;
+			store_resolve();
+			if (!OidIsValid(oids.heap[which]))
+				return NULL;
+		}
+		generation = oids_generation;
+		heap = try_table_open(oids.heap[which], lockmode);
+		if (heap != NULL && generation == oids_generation)
+			return heap;
+		if (heap != NULL)
+			table_close(heap, lockmode);
+		oids.valid = false;
+	}
+}
+
+/*
  * Open a table and its primary key to write one key, or only to read it
  * (which works on a standby too).
  */
@@ -333,20 +407,13 @@ idem_store_open(IdemStore *st, IdemTable which, bool write)
 {
 	LOCKMODE	lockmode = write ? RowExclusiveLock : AccessShareLock;
 
-	store_resolve();
-	if (!OidIsValid(oids.heap[which]))
-	{
-		/* created since it was looked up: ALTER EXTENSION UPDATE, here or elsewhere */
-		oids.valid = false;
-		store_resolve();
-	}
-	if (!OidIsValid(oids.heap[which]))
+	st->which = which;
+	st->heap = store_open_heap(which, lockmode);
+	if (st->heap == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("relation \"idem.%s\" does not exist", idem_store_heap_names[which]),
 				 errhint("Run ALTER EXTENSION idem UPDATE.")));
-	st->which = which;
-	st->heap = table_open(oids.heap[which], lockmode);
 	st->pkey = index_open(oids.pkey[which], lockmode);
 	if (checked[which] != invalidations[which])
 		store_check_table(st, lockmode);
@@ -677,10 +744,9 @@ idem_store_still_visible(IdemTable which, IdemRowVersion *version)
 	Buffer		buf;
 	bool		visible = false;
 
-	store_resolve();
-	if (!OidIsValid(oids.heap[which]))
+	heap = store_open_heap(which, AccessShareLock);
+	if (heap == NULL)
 		return false;
-	heap = table_open(oids.heap[which], AccessShareLock);
 	if (version->checked == checked[which] &&
 		checked[which] == invalidations[which] &&
 		version->filenode == IDEM_REL_FILENUMBER(heap))
