@@ -196,18 +196,11 @@ TURN=$((30 / NKINDS))
 RATE=${BENCH_RATE:-$(((KEYS + 288 * TURN - 1) / (288 * TURN)))}
 
 # The statements of bench/seeds/loadgen.c: the payment, and idem1
+# (bench/idem1.sql)
 PAY="WITH pay AS (INSERT INTO ledger (k, account, amount) VALUES (:k, :a, :m) RETURNING id),
      bal AS (UPDATE accounts SET balance = balance + :m WHERE id = :a)
 SELECT id FROM pay"
-IDEM1="WITH c AS (SELECT * FROM idem_claim(:k, $FP)),
-     pay AS (INSERT INTO ledger (k, account, amount)
-             SELECT :k, :a, :m FROM c WHERE c.status = 'claimed' RETURNING id),
-     bal AS (UPDATE accounts SET balance = balance + :m
-             WHERE id = :a AND EXISTS (SELECT FROM pay)),
-     done AS (SELECT idem_complete(:k, jsonb_build_object('charge', pay.id)) FROM pay)
-SELECT c.status, coalesce(c.response, (SELECT jsonb_build_object('charge', id) FROM pay)),
-       (SELECT count(*) FROM done)
-FROM c"
+IDEM1=$(cat bench/idem1.sql)
 NEW_KEY='\set n :n + 1
 \set k random(1, 90000000) * 100000000000 + :client_id * 1000000000 + :n
 \set a random(1, 1000)
@@ -215,7 +208,7 @@ NEW_KEY='\set n :n + 1
 
 cat >"$DIR/idem1.sql" <<EOF
 $NEW_KEY
-$IDEM1;
+$IDEM1
 EOF
 cat >"$DIR/two_phase.sql" <<EOF
 $NEW_KEY
@@ -230,7 +223,7 @@ cat >"$DIR/replay.sql" <<EOF
 \set k ((:i * 2654435761) % 90000000 + 1) * 100000000000 + :i
 \set a random(1, 1000)
 \set m random(1, 97)
-$IDEM1;
+$IDEM1
 EOF
 cat >"$DIR/webhook.sql" <<EOF
 $NEW_KEY
