@@ -15,8 +15,6 @@ use warnings;
 
 use DBI;
 use Digest::SHA qw(hmac_sha256_hex);
-use List::Util qw(shuffle);
-use POSIX ();
 use Time::HiRes qw(time usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -25,6 +23,7 @@ use Test::More;
 use FindBin;
 use lib $FindBin::RealBin;
 use IdemTest;
+use PayClients;
 
 require_extension('plproxy', 'postgresql-NN-plproxy');
 
@@ -118,95 +117,8 @@ sub router_session
 	return $dbh;
 }
 
-# Run one statement: { rows => [[...], ...] } or { error => SQLSTATE,
-# message => ... }.
-sub call
-{
-	my ($dbh, $sql, @bind) = @_;
-	my $rows = $dbh->selectall_arrayref($sql, undef, @bind);
-	return { error => $dbh->state, message => $dbh->errstr } unless $rows;
-	return { rows => $rows };
-}
-
 # One payment through the router's pay().
 my $pay_sql = 'SELECT status, response FROM pay($1, $2, $3, $4)';
-
-# The amount of an order: it depends on the order only, so that every
-# retry is the same request.
-sub amount_of
-{
-	my ($key) = @_;
-	my ($n) = $key =~ /(\d+)$/;
-	return 100 + $n;
-}
-
-# A client process: calls pay() for each [merchant, key] of its list, in
-# its own order, once or (with $stopfile) over and over until the file
-# exists, and writes one line per call to $out: time, merchant, key, then
-# the status and response, or ERROR, the SQLSTATE and the message.
-sub start_client
-{
-	my ($calls, $out, $stopfile) = @_;
-	my $pid = fork();
-	die "fork: $!" unless defined $pid;
-	return $pid if $pid;
-
-	# the child: its own order of calls, and no END blocks of the test
-	# (they would stop the nodes)
-	srand($$);
-	my $ok = eval {
-		my $dbh = router_session();
-		open my $fh, '>', $out or die "$out: $!";
-		$fh->autoflush(1);
-		do
-		{
-			for my $c (shuffle @$calls)
-			{
-				my ($m, $k) = @$c;
-				my $r = call($dbh, $pay_sql, $m, $k, amount_of($k), 'USD');
-				my $line;
-				if ($r->{rows})
-				{
-					$line = join "\t", @{ $r->{rows}[0] };
-				}
-				else
-				{
-					(my $msg = $r->{message} // '') =~ s/\s+/ /g;
-					$line = "ERROR\t$r->{error}\t$msg";
-					# the router connection outlives a shard's death; if it
-					# did not, the next calls need a new one
-					$dbh = router_session() unless $dbh->ping;
-				}
-				printf $fh "%.3f\t%s\t%s\t%s\n", time, $m, $k, $line;
-				last if $stopfile && -e $stopfile;
-			}
-		} while ($stopfile && !-e $stopfile);
-		close $fh;
-		1;
-	};
-	print STDERR "client: $@" unless $ok;
-	POSIX::_exit($ok ? 0 : 1);
-}
-
-# Wait for the clients and read their lines: [time, merchant, key, status,
-# response] or [time, merchant, key, 'ERROR', sqlstate, message].
-sub finish_clients
-{
-	my ($pids, $outs) = @_;
-	my $failed = 0;
-	for (@$pids)
-	{
-		waitpid($_, 0);
-		$failed++ if $?;
-	}
-	is($failed, 0, 'every client ran to its end');
-	my @lines;
-	for my $out (@$outs)
-	{
-		push @lines, map { [ split /\t/ ] } split /\n/, slurp_file($out);
-	}
-	return @lines;
-}
 
 my $dir = $router->basedir;
 
@@ -220,7 +132,7 @@ my (@pids, @outs);
 for my $c (1 .. $nclients)
 {
 	push @outs, "$dir/storm_$c.out";
-	push @pids, start_client(\@storm, $outs[-1]);
+	push @pids, start_client(\&router_session, $pay_sql, \@storm, $outs[-1]);
 }
 my @results = finish_clients(\@pids, \@outs);
 
@@ -406,7 +318,7 @@ my $stopfile = "$dir/late.stop";
 for my $c (1 .. $nclients)
 {
 	push @outs, "$dir/late_$c.out";
-	push @pids, start_client([ @late, @storm ], $outs[-1], $stopfile);
+	push @pids, start_client(\&router_session, $pay_sql, [ @late, @storm ], $outs[-1], $stopfile);
 }
 usleep(700_000);
 my $t_down = time;
