@@ -136,21 +136,7 @@ for my $c (1 .. $nclients)
 }
 my @results = finish_clients(\@pids, \@outs);
 
-my (%claimed, %answer, $errors, $mismatched_answers);
-$errors = $mismatched_answers = 0;
-for (@results)
-{
-	my (undef, $m, $k, $status, $resp) = @$_;
-	if ($status eq 'ERROR') { $errors++; note "error: @$_"; next; }
-	$claimed{"$m/$k"}++ if $status eq 'claimed';
-	$answer{"$m/$k"} //= $resp;
-	$mismatched_answers++ if $answer{"$m/$k"} ne $resp;
-}
-is(scalar @results, $nclients * @storm, "$nclients clients made " . $nclients * @storm . ' calls');
-is($errors, 0, 'no call failed');
-is(scalar(keys %claimed), scalar @storm, 'every key was charged by one call ...');
-is((grep { $_ != 1 } values %claimed), 0, '... and by one call only');
-is($mismatched_answers, 0, 'every retry got the answer of the call that charged');
+my $answer = check_storm(\@results, \@storm, $nclients);
 
 # On each shard: its merchants' keys and charges, nobody else's.
 my $total = 0;
@@ -344,34 +330,24 @@ append_to_file($stopfile, 'stop');
 
 # Every error must be PL/Proxy's, for a merchant of the dead shard, and name
 # that shard's database; the other shards must have gone on serving.
-my (%acked, %errors, %served_while_down, @bad_errors, $conn_err);
-for (@results)
-{
-	my ($when, $m, $k, $status, @rest) = @$_;
-	my $s = $home{$m};
-	if ($status eq 'ERROR')
-	{
-		my ($state, $msg) = @rest;
-		$errors{$s}++;
-		push @bad_errors, "@$_"
-		  unless $s == $down
-		  && $state eq 'XX000'
-		  && $msg =~ /^ERROR: PL\/Proxy function public\.pay\(4\): \[payments_$down\] /;
+my $conn_err;
+my ($acked, $errors, $served_while_down, $bad_errors) = split_outage(
+	\@results, \%home, $down, $t_down, $t_up,
+	sub {
+		my ($state, $msg) = @_;
 		$conn_err //= $msg if $msg =~ /PQconnect/;
-		next;
-	}
-	$served_while_down{$s}++ if $when > $t_down + 0.1 && $when < $t_up;
-	$acked{"$m/$k"} //= $rest[0] if $status eq 'claimed';
-}
+		return $state eq 'XX000'
+		  && $msg =~ /^ERROR: PL\/Proxy function public\.pay\(4\): \[payments_$down\] /;
+	});
 note 'calls: ' . scalar(@results) . '; errors by shard: '
-  . join(', ', map { "$_: $errors{$_}" } sort keys %errors);
-cmp_ok($errors{$down} // 0, '>', 0, "calls for the dead shard's merchants failed");
-is_deeply(\@bad_errors, [],
+  . join(', ', map { "$_: $errors->{$_}" } sort keys %$errors);
+cmp_ok($errors->{$down} // 0, '>', 0, "calls for the dead shard's merchants failed");
+is_deeply($bad_errors, [],
 	"every error was PL/Proxy's, for a merchant of the dead shard, naming its database");
 my @other = grep { $_ != $down } 0 .. $nshards - 1;
-is((grep { ($served_while_down{$_} // 0) > 0 } @other), scalar @other,
+is((grep { ($served_while_down->{$_} // 0) > 0 } @other), scalar @other,
 	'while it was down the other shards went on: '
-	  . join(', ', map { "shard $_ served " . ($served_while_down{$_} // 0) } @other));
+	  . join(', ', map { "shard $_ served " . ($served_while_down->{$_} // 0) } @other));
 like($conn_err // '',
 	qr/^ERROR: PL\/Proxy function public\.pay\(4\): \[payments_$down\] PQconnect\w+: connection to server .*\.s\.PGSQL\.$downport.* failed/,
 	"a failed connection's message also gives the dead shard's address");
@@ -380,32 +356,7 @@ note "for example: $conn_err" if $conn_err;
 # Back up: every payment acknowledged before or during the outage replays
 # its answer; the calls that failed (or broke off: their outcome was
 # unknown to the client) are retried now and charge at most once.
-my ($replayed, $unanswered, @wrong) = (0, 0);
-for my $c (@storm, @late)
-{
-	my ($m, $k) = @$c;
-	my $want = $answer{"$m/$k"} // $acked{"$m/$k"};
-	$r = call($dbh, $pay_sql, $m, $k, amount_of($k), 'USD');
-	if (!$r->{rows})
-	{
-		push @wrong, "$m/$k: $r->{message}";
-		next;
-	}
-	my ($status, $resp) = @{ $r->{rows}[0] };
-	if (defined $want)
-	{
-		if ($status eq 'completed' && $resp eq $want) { $replayed++ }
-		else { push @wrong, "$m/$k: $status $resp, acknowledged $want" }
-	}
-	elsif ($status ne 'claimed' && $status ne 'completed')
-	{
-		push @wrong, "$m/$k: $status";
-	}
-}
-my $nacked = @storm + scalar(grep { defined $acked{"$_->[0]/$_->[1]"} } @late);
-is_deeply(\@wrong, [], 'after the restart every retry is answered');
-is($replayed, $nacked,
-	"every payment acknowledged before or during the outage replays its answer ($nacked)");
+check_replays($dbh, $pay_sql, [ @storm, @late ], { %$acked, %$answer });
 is($router->safe_psql('postgres', 'SELECT count(*) FROM idem_stats'),
 	$nshards, 'the fan-out views see every shard again');
 $total = 0;

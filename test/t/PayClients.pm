@@ -14,7 +14,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-our @EXPORT = qw(call amount_of start_client finish_clients);
+our @EXPORT = qw(call amount_of start_client finish_clients check_storm split_outage
+  check_replays);
 
 # Run one statement: { rows => [[...], ...] } or { error => SQLSTATE,
 # message => ... }.
@@ -102,6 +103,92 @@ sub finish_clients
 		push @lines, map { [ split /\t/ ] } split /\n/, slurp_file($out);
 	}
 	return @lines;
+}
+
+
+# Check the lines of a storm in which $nclients clients each paid every
+# order of @$storm once: no call failed, each key was charged by one call
+# only, and every call of a key got the same answer.  Returns the answers,
+# by "merchant/key".
+sub check_storm
+{
+	my ($results, $storm, $nclients) = @_;
+	my (%claimed, %answer);
+	my ($errors, $mismatched) = (0, 0);
+	for (@$results)
+	{
+		my (undef, $m, $k, $status, $resp) = @$_;
+		if ($status eq 'ERROR') { $errors++; note "error: @$_"; next; }
+		$claimed{"$m/$k"}++ if $status eq 'claimed';
+		$answer{"$m/$k"} //= $resp;
+		$mismatched++ if $answer{"$m/$k"} ne $resp;
+	}
+	is(scalar @$results, $nclients * @$storm,
+		"$nclients clients made " . $nclients * @$storm . ' calls');
+	is($errors, 0, 'no call failed');
+	is(scalar(keys %claimed), scalar @$storm, 'every key was charged by one call ...');
+	is((grep { $_ != 1 } values %claimed), 0, '... and by one call only');
+	is($mismatched, 0, 'every retry got the answer of the call that charged');
+	return \%answer;
+}
+
+# Sort the lines of a storm during which node $down (the home of some
+# merchants: $home->{merchant}) was down from $t_down to $t_up: the answers
+# acknowledged (claimed), by "merchant/key"; the errors, by node; the calls
+# each node served while $down was down; the error lines that $expected
+# ($node, $sqlstate, $message) refuses.
+sub split_outage
+{
+	my ($results, $home, $down, $t_down, $t_up, $expected) = @_;
+	my (%acked, %errors, %served_while_down, @bad_errors);
+	for (@$results)
+	{
+		my ($when, $m, $k, $status, @rest) = @$_;
+		my $node = $home->{$m};
+		if ($status eq 'ERROR')
+		{
+			$errors{$node}++;
+			push @bad_errors, "@$_" unless $node == $down && $expected->(@rest);
+			next;
+		}
+		$served_while_down{$node}++ if $when > $t_down + 0.1 && $when < $t_up;
+		$acked{"$m/$k"} //= $rest[0] if $status eq 'claimed';
+	}
+	return (\%acked, \%errors, \%served_while_down, \@bad_errors);
+}
+
+# Once every node is back, pay each order of @$orders again: each one
+# answered before ($answers, by "merchant/key") replays that answer, and
+# any other is answered, charged now or earlier.
+sub check_replays
+{
+	my ($dbh, $pay_sql, $orders, $answers) = @_;
+	my ($replayed, @wrong) = (0);
+	for my $c (@$orders)
+	{
+		my ($m, $k) = @$c;
+		my $want = $answers->{"$m/$k"};
+		my $r = call($dbh, $pay_sql, $m, $k, amount_of($k), 'USD');
+		if (!$r->{rows})
+		{
+			push @wrong, "$m/$k: $r->{message}";
+			next;
+		}
+		my ($status, $resp) = @{ $r->{rows}[0] };
+		if (defined $want)
+		{
+			if ($status eq 'completed' && $resp eq $want) { $replayed++ }
+			else { push @wrong, "$m/$k: $status $resp, acknowledged $want" }
+		}
+		elsif ($status ne 'claimed' && $status ne 'completed')
+		{
+			push @wrong, "$m/$k: $status";
+		}
+	}
+	my $nacked = grep { defined $answers->{"$_->[0]/$_->[1]"} } @$orders;
+	is_deeply(\@wrong, [], 'after the restart every retry is answered');
+	is($replayed, $nacked,
+		"every payment acknowledged before or during the outage replays its answer ($nacked)");
 }
 
 1;
