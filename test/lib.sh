@@ -61,6 +61,17 @@ idem_private_install() {
 	for f in "$sharedir"/extension/*; do
 		case "$(basename "$f")" in idem.control|idem--*) ;; *) ln -s "$f" "$IDEM_PRIVATE$sharedir/extension/" ;; esac
 	done
+	# Citus, where test/servers.sh made it for this server (IDEM_CITUS: its
+	# install tree), beside idem
+	if [ -n "${IDEM_CITUS:-}" ] && [ -d "$IDEM_CITUS$libdir" ]; then
+		for f in "$IDEM_CITUS$libdir"/*; do
+			[ "$(basename "$f")" = bitcode ] || ln -s "$f" "$IDEM_PRIVATE$libdir/"
+		done
+		if [ -d "$IDEM_CITUS$libdir/bitcode" ] && [ -d "$IDEM_PRIVATE$libdir/bitcode" ]; then
+			ln -s "$IDEM_CITUS$libdir"/bitcode/* "$IDEM_PRIVATE$libdir/bitcode/"
+		fi
+		ln -s "$IDEM_CITUS$sharedir"/extension/* "$IDEM_PRIVATE$sharedir/extension/"
+	fi
 	make -C "$IDEM_ROOT" -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$IDEM_PRIVATE" >/dev/null || return 1
 	IDEM_BINDIR=$IDEM_PRIVATE$bindir
 	if [ "$(id -u)" = 0 ]; then

@@ -15,6 +15,12 @@
 #   17-cassert   trixie's source package of 17, built in the trixie chroot
 #                with --enable-cassert --enable-debug --enable-tap-tests
 #
+# On 17 and 18, Citus too (Citus needs 16 or later; it is not in Debian):
+# built from CITUS_SRC (a source tree, or a tarball of one), or else from
+# the tarball in ../shared/vendor beside the checkout, against the packaged
+# server in the chroot, and kept there in /opt/idem-citus/pgNN.  Without a
+# source the Citus test skips.
+#
 # The programs of 15-asan run with the sanitizers' settings of
 # sanitizer_env: leaks are not reported (a server keeps its memory until it
 # exits, by design); an ASan report ends the process with abort(), so that a
@@ -57,6 +63,7 @@ IDEM_CACHE=${IDEM_CACHE:-/var/cache/idem}
 # the chroots, and the servers built from source.
 CHROOT_RECIPE=1
 BUILD_RECIPE=2
+CITUS_RECIPE=1
 FLAVOURS=(15 17 18 15-asan 17-cassert)
 APT=(apt-get -o DPkg::Lock::Timeout=900 -o APT::Install-Recommends=false -y -qq)
 export DEBIAN_FRONTEND=noninteractive
@@ -378,6 +385,67 @@ make_cassert() (
 	echo "$BUILD_RECIPE" >"$marker"
 )
 
+# The Citus source to build: CITUS_SRC, or the newest tarball in the
+# shared/vendor directory beside the checkout; false when there is none.
+citus_source() {
+	local f
+	if [ -n "${CITUS_SRC:-}" ]; then
+		[ -e "$CITUS_SRC" ] || die "CITUS_SRC ($CITUS_SRC) does not exist"
+		realpath "$CITUS_SRC"
+		return 0
+	fi
+	f=$(ls -1 "$(dirname "${BASH_SOURCE[0]}")"/../../shared/vendor/citus-*.tar.gz 2>/dev/null | tail -n 1)
+	[ -n "$f" ] && realpath "$f"
+}
+
+# Where flavour $1's Citus is installed, as seen in its chroot
+citus_dir() {
+	echo "/opt/idem-citus/pg$(major_of "$1")"
+}
+
+# The build dependencies of Citus (its configure: ICU, lz4, zstd, curl,
+# Kerberos for libpq's headers)
+CITUS_DEPS=(libicu-dev liblz4-dev libzstd-dev libcurl4-openssl-dev libkrb5-dev)
+
+# Make Citus for flavour $1 (17 or 18) from source $2, if not cached with
+# that source's checksum: configure and make inside the chroot, against its
+# packaged server, installed with DESTDIR into citus_dir (its usr/lib and
+# usr/share hold the module and the extension's files).
+make_citus() (
+	local flavour=$1 src=$2 root major dest sum work
+	root=$(chroot_dir "$flavour")
+	major=$(major_of "$flavour")
+	dest=$(citus_dir "$flavour")
+	if [ -d "$src" ]; then
+		sum=$(tar -C "$src" --exclude=./.git --sort=name --mtime=@0 -cf - . | sha256sum | cut -c 1-16)
+	else
+		sum=$(sha256sum <"$src" | cut -c 1-16)
+	fi
+	made "$root$dest/.idem-ready" "$CITUS_RECIPE $sum" && return 0
+	[ "$(id -u)" = 0 ] || die "making Citus for $flavour needs root"
+	hold_lock "citus-$flavour"
+	made "$root$dest/.idem-ready" "$CITUS_RECIPE $sum" && return 0
+	echo "servers.sh: building Citus for PostgreSQL $major from $src" >&2
+	chroot_exec "$root" "${APT[@]}" install "${CITUS_DEPS[@]}" >/dev/null ||
+		die "installing Citus's build dependencies in $root failed"
+	work=/var/tmp/idem-citus-build-$major
+	rm -rf "${root:?}$work" "${root:?}$dest"
+	mkdir -p "$root$work"
+	if [ -d "$src" ]; then
+		tar -C "$src" --exclude=./.git -cf - . | tar -C "$root$work" -xf -
+	else
+		tar -C "$root$work" --strip-components=1 -xzf "$src"
+	fi || die "unpacking $src failed"
+	chroot_exec "$root" bash -c "cd $work &&
+		{ ./configure PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config >configure.log 2>&1 ||
+			{ tail -n 30 configure.log; exit 1; }; } &&
+		{ make -s -j\$(nproc) >build.log 2>&1 && make -s install DESTDIR=$dest >>build.log 2>&1 ||
+			{ tail -n 40 build.log; exit 1; }; }" >&2 ||
+		die "building Citus for $flavour failed (logs in $root$work)"
+	rm -rf "${root:?}$work"
+	echo "$CITUS_RECIPE $sum" >"$root$dest/.idem-ready"
+)
+
 # Is flavour $1's server there already (nothing to make, no root needed)?
 # 15 is the host's: test/deps.sh, which installs what is missing, decides.
 ready() {
@@ -406,13 +474,21 @@ prepare() {
 		IDEM_PG_MAJOR=15 bash "$(dirname "${BASH_SOURCE[0]}")/deps.sh" >&2 || exit 1
 		return 0
 	fi
-	ready "$flavour" && return 0
-	[ "$(id -u)" = 0 ] || die "making the $flavour server needs root"
-	mkdir -p "$IDEM_CACHE"
-	host_packages || exit 1
+	if ! ready "$flavour"; then
+		[ "$(id -u)" = 0 ] || die "making the $flavour server needs root"
+		mkdir -p "$IDEM_CACHE"
+		host_packages || exit 1
+		case "$flavour" in
+			*-cassert|*-asan) make_cassert "$flavour" || exit 1 ;;
+			*) make_chroot "$(codename_of "$flavour")" "$(chroot_dir "$flavour")" "$(major_of "$flavour")" || exit 1 ;;
+		esac
+	fi
 	case "$flavour" in
-		*-cassert|*-asan) make_cassert "$flavour" || exit 1 ;;
-		*) make_chroot "$(codename_of "$flavour")" "$(chroot_dir "$flavour")" "$(major_of "$flavour")" || exit 1 ;;
+		17|18)
+			local src
+			src=$(citus_source) || return 0
+			make_citus "$flavour" "$src" || exit 1
+			;;
 	esac
 }
 
@@ -428,8 +504,13 @@ run() {
 	in_chroot "$flavour" && root=$(chroot_dir "$flavour")
 	sanitizer_env "$flavour" "$root" || exit 1
 	if [ -n "$root" ]; then
+		# Citus, if it was made for this flavour (prepare)
+		local citus=""
+		case "$flavour" in
+			17|18) [ -f "$root$(citus_dir "$flavour")/.idem-ready" ] && citus=$(citus_dir "$flavour") ;;
+		esac
 		# the application runtimes are the host's only (test/deps.sh)
-		chroot_exec "$root" env PG_CONFIG="$pgc" IDEM_APP_DEPS=0 \
+		chroot_exec "$root" env PG_CONFIG="$pgc" IDEM_APP_DEPS=0 IDEM_CITUS="$citus" \
 			IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" "${sanitizers[@]}" "$@"
 	else
 		env PG_CONFIG="$pgc" IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" \
