@@ -13,9 +13,6 @@
 use strict;
 use warnings;
 
-use DBI;
-use Digest::SHA qw(hmac_sha256_hex);
-use Time::HiRes qw(time usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -105,17 +102,7 @@ is( $router->safe_psql(
 # --- Clients ---
 
 # A connection to the router.
-sub router_session
-{
-	my $dbh = DBI->connect(
-		'dbi:Pg:dbname=postgres;host=' . $router->host . ';port=' . $router->port,
-		'', '',
-		{ AutoCommit => 1, RaiseError => 0, PrintError => 0, PrintWarn => 0 })
-	  or die "cannot connect: $DBI::errstr";
-	# guards against a hang only
-	$dbh->do("SET statement_timeout = '60s'") or die $dbh->errstr;
-	return $dbh;
-}
+sub router_session { return session_to($router) }
 
 # One payment through the router's pay().
 my $pay_sql = 'SELECT status, response FROM pay($1, $2, $3, $4)';
@@ -128,13 +115,7 @@ my $dir = $router->basedir;
 # which idem keeps apart by scope (pay() claims with scope => merchant).
 my @storm = map { my $m = $_; map { [ $m, "order-$_" ] } 1 .. 10 } @merchants;
 my $nclients = 4;
-my (@pids, @outs);
-for my $c (1 .. $nclients)
-{
-	push @outs, "$dir/storm_$c.out";
-	push @pids, start_client(\&router_session, $pay_sql, \@storm, $outs[-1]);
-}
-my @results = finish_clients(\@pids, \@outs);
+my @results = run_storm(\&router_session, $pay_sql, \@storm, $nclients, $dir, 'storm');
 
 my $answer = check_storm(\@results, \@storm, $nclients);
 
@@ -245,19 +226,8 @@ is_deeply([ map { $_->[0] } @{ $r->{rows} } ], [ sort @shard_names ],
 	'a platform-wide webhook source is set on every shard');
 
 my $mw = $merchants[2];
-my $payload =
-  qq({"id": "evt_refund_1", "type": "charge.refunded", "data": {"object": {"id": "ch_w", "amount_refunded": 5000, "currency": "usd"}}});
-my $t = int(time);
-my $headers =
-  qq({"Stripe-Signature": "t=$t,v1=) . hmac_sha256_hex("$t.$payload", 'whsec_plproxy') . '"}';
-my @seen;
-for (1 .. 2)
-{
-	$r = call($dbh, 'SELECT status, event_id FROM receive_refund($1, $2, $3, $4)',
-		$mw, 'psp', $payload, $headers);
-	push @seen, $r->{rows} ? "@{ $r->{rows}[0] }" : "error $r->{message}";
-}
-is_deeply(\@seen, [ 'new evt_refund_1', 'duplicate evt_refund_1' ],
+my ($payload, $seen) = refund_twice($dbh, $mw, 'psp', 'whsec_plproxy');
+is_deeply($seen, [ 'new evt_refund_1', 'duplicate evt_refund_1' ],
 	'a refund webhook through the router: applied once, then a duplicate');
 is( shard_sql($home{$mw},
 		"SELECT count(*), sum(amount) FROM ledger WHERE merchant = '$mw' AND kind = 'refund'"),
@@ -299,34 +269,21 @@ for my $i (0 .. $nshards - 1)
 my $down = 1;
 my $downport = $shards[$down]->port;
 my @late = map { my $m = $_; map { [ $m, "late-$_" ] } 1 .. 15 } @merchants;
-my $stopfile = "$dir/late.stop";
-(@pids, @outs) = ();
-for my $c (1 .. $nclients)
-{
-	push @outs, "$dir/late_$c.out";
-	push @pids, start_client(\&router_session, $pay_sql, [ @late, @storm ], $outs[-1], $stopfile);
-}
-usleep(700_000);
-my $t_down = time;
-$shards[$down]->stop('immediate');
-
-# Meanwhile, on the router: a fan-out needs every shard, and says which
-# one it misses; a merchant of another shard is served.
-$r = call($dbh, 'SELECT count(*) FROM idem_stats');
-like($r->{message} // '',
-	qr/^ERROR:  PL\/Proxy function public\.idem_stats_shards\(0\): \[payments_$down\] /,
-	'while a shard is down, the fan-out view fails with an error naming it');
-my ($m_other) = grep { $home{$_} != $down } @merchants;
-$r = call($dbh, $pay_sql, $m_other, 'order-1', amount_of('order-1'), 'USD');
-is($r->{rows} ? $r->{rows}[0][0] : $r->{message}, 'completed',
-	'and a retry for a merchant of another shard replays');
-
-usleep(1_500_000);
-my $t_up = time;
-$shards[$down]->start;
-usleep(1_000_000);
-append_to_file($stopfile, 'stop');
-@results = finish_clients(\@pids, \@outs);
+my ($t_down, $t_up);
+($t_down, $t_up, @results) = run_outage_storm(
+	\&router_session, $pay_sql, [ @late, @storm ], $nclients, $dir, 'late', $shards[$down],
+	sub {
+		# Meanwhile, on the router: a fan-out needs every shard, and says which
+		# one it misses; a merchant of another shard is served.
+		$r = call($dbh, 'SELECT count(*) FROM idem_stats');
+		like($r->{message} // '',
+			qr/^ERROR:  PL\/Proxy function public\.idem_stats_shards\(0\): \[payments_$down\] /,
+			'while a shard is down, the fan-out view fails with an error naming it');
+		my ($m_other) = grep { $home{$_} != $down } @merchants;
+		$r = call($dbh, $pay_sql, $m_other, 'order-1', amount_of('order-1'), 'USD');
+		is($r->{rows} ? $r->{rows}[0][0] : $r->{message}, 'completed',
+			'and a retry for a merchant of another shard replays');
+	});
 
 # Every error must be PL/Proxy's, for a merchant of the dead shard, and name
 # that shard's database; the other shards must have gone on serving.

@@ -7,15 +7,33 @@ package PayClients;
 use strict;
 use warnings;
 
+use DBI;
 use Exporter 'import';
 use List::Util qw(shuffle);
 use POSIX ();
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(time);
+use Digest::SHA qw(hmac_sha256_hex);
+use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(call amount_of start_client finish_clients check_storm split_outage
-  check_replays);
+  check_replays refund_twice
+  run_storm run_outage_storm session_to);
+
+# A connection to the database postgres of $node, as the clients use it:
+# errors returned, not raised.
+sub session_to
+{
+	my ($node) = @_;
+	my $dbh = DBI->connect(
+		'dbi:Pg:dbname=postgres;host=' . $node->host . ';port=' . $node->port,
+		'', '',
+		{ AutoCommit => 1, RaiseError => 0, PrintError => 0, PrintWarn => 0 })
+	  or die "cannot connect: $DBI::errstr";
+	# guards against a hang only
+	$dbh->do("SET statement_timeout = '60s'") or die $dbh->errstr;
+	return $dbh;
+}
 
 # Run one statement: { rows => [[...], ...] } or { error => SQLSTATE,
 # message => ... }.
@@ -189,6 +207,72 @@ sub check_replays
 	is_deeply(\@wrong, [], 'after the restart every retry is answered');
 	is($replayed, $nacked,
 		"every payment acknowledged before or during the outage replays its answer ($nacked)");
+}
+
+
+# A gateway's charge.refunded event for merchant $m (evt_refund_1: 50.00
+# of charge ch_w), signed now as Stripe signs with $secret, delivered twice
+# to receive_refund() through $dbh as from source $source.  Returns the
+# payload and what each delivery answered ("status event_id", or the error).
+sub refund_twice
+{
+	my ($dbh, $m, $source, $secret) = @_;
+	my $payload =
+	  qq({"id": "evt_refund_1", "type": "charge.refunded", "data": {"object": {"id": "ch_w", "amount_refunded": 5000, "currency": "usd"}}});
+	my $t = int(time);
+	my $headers =
+	  qq({"Stripe-Signature": "t=$t,v1=) . hmac_sha256_hex("$t.$payload", $secret) . '"}';
+	my @seen;
+	for (1 .. 2)
+	{
+		my $r = call($dbh, 'SELECT status, event_id FROM receive_refund($1, $2, $3, $4)',
+			$m, $source, $payload, $headers);
+		push @seen, $r->{rows} ? "@{ $r->{rows}[0] }" : "error $r->{message}";
+	}
+	return ($payload, \@seen);
+}
+
+
+# $nclients clients (connections from $connect) each pay every order of
+# @$orders once, in their own order, through $pay_sql; their lines (files
+# $dir/$name_N.out), once all are done.
+sub run_storm
+{
+	my ($connect, $pay_sql, $orders, $nclients, $dir, $name) = @_;
+	my (@pids, @outs);
+	for my $c (1 .. $nclients)
+	{
+		push @outs, "$dir/${name}_$c.out";
+		push @pids, start_client($connect, $pay_sql, $orders, $outs[-1]);
+	}
+	return finish_clients(\@pids, \@outs);
+}
+
+# As run_storm, the clients paying @$orders over and over, while $node
+# goes down without a checkpoint (immediate shutdown: it recovers from its
+# WAL when it starts again) 0.7 s after they start, $while_down->() runs,
+# and $node comes back 1.5 s later; the clients stop 1 s after that.
+# Returns the times it went down and came back, and the clients' lines.
+sub run_outage_storm
+{
+	my ($connect, $pay_sql, $orders, $nclients, $dir, $name, $node, $while_down) = @_;
+	my $stopfile = "$dir/$name.stop";
+	my (@pids, @outs);
+	for my $c (1 .. $nclients)
+	{
+		push @outs, "$dir/${name}_$c.out";
+		push @pids, start_client($connect, $pay_sql, $orders, $outs[-1], $stopfile);
+	}
+	usleep(700_000);
+	my $t_down = time;
+	$node->stop('immediate');
+	$while_down->();
+	usleep(1_500_000);
+	my $t_up = time;
+	$node->start;
+	usleep(1_000_000);
+	append_to_file($stopfile, 'stop');
+	return ($t_down, $t_up, finish_clients(\@pids, \@outs));
 }
 
 1;
