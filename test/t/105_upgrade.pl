@@ -16,7 +16,8 @@
 # is in the library: on a database still at 1.4, before its update, the new
 # library already rejects a delivery whose client_ip is NULL; from 1.5 to
 # 1.6 it drops the indexes on expires_at and adds the trigger function
-# idem.expiry_outside_write and idem.purge_backlog, keeping every other member, row, source and
+# idem.expiry_outside_write, idem.purge_backlog and the export and import
+# of keys and deliveries, keeping every other member, row, source and
 # grant (until the update the new library purges through the indexes, after
 # it by sweeping the tables); 1.0 to 1.5 each update straight to 1.6 with
 # their rows and grants; a fresh CREATE EXTENSION (1.0 followed by the
@@ -551,12 +552,21 @@ sql('up', 'ALTER EXTENSION idem UPDATE');
 is(sql('up', $version_q), '1.6', 'ALTER EXTENSION idem UPDATE goes on to 1.6');
 is(sql('up', $indexes_q), 'idem.keys_pkey idem.webhooks_pkey', 'the update drops the indexes on expires_at');
 is( sql('up', $member_oids_q . q{ AND NOT (classid = 'pg_proc'::regclass
-        AND objid IN ('idem.expiry_outside_write()'::regprocedure, 'idem.purge_backlog()'::regprocedure))}),
+        AND objid IN ('idem.expiry_outside_write()'::regprocedure, 'idem.purge_backlog()'::regprocedure,
+                      'idem_keys_export(text[])'::regprocedure, 'idem_keys_import(jsonb)'::regprocedure,
+                      'idem_webhooks_export(text, text[])'::regprocedure,
+                      'idem_webhooks_import(jsonb)'::regprocedure,
+                      'idem.import_rows(jsonb, text, text[], text[])'::regprocedure))}),
 	$member_oids_15,
-	'the update to 1.6 adds the trigger function and idem.purge_backlog, and drops or re-creates no member: each keeps its oid');
-is( sql('up', q{SELECT has_function_privilege('app', 'idem.purge_backlog()', 'EXECUTE'),
-                       has_function_privilege('public', 'idem.purge_backlog()', 'EXECUTE')}),
-	'f|f', 'neither PUBLIC nor the application role may execute idem.purge_backlog');
+	'the update to 1.6 adds the trigger function, idem.purge_backlog and the export and import of keys and deliveries, and drops or re-creates no member: each keeps its oid');
+is( sql('up', q{SELECT string_agg(concat(has_function_privilege('app', f, 'EXECUTE'),
+                                         has_function_privilege('public', f, 'EXECUTE')), ' ')
+                FROM unnest(ARRAY['idem.purge_backlog()', 'idem_keys_export(text[])',
+                                  'idem_keys_import(jsonb)', 'idem_webhooks_export(text, text[])',
+                                  'idem_webhooks_import(jsonb)',
+                                  'idem.import_rows(jsonb, text, text[], text[])']::regprocedure[]) f}),
+	'ff ff ff ff ff ff',
+	'neither PUBLIC nor the application role may execute idem.purge_backlog or the export and import functions');
 is( sql('up', q{SELECT string_agg(concat_ws(' ', tgrelid::regclass, tgname, tgenabled), ', ' ORDER BY tgname)
 FROM pg_trigger WHERE tgfoid = 'idem.expiry_outside_write()'::regprocedure}),
 	'idem.keys keys_outside_write A, idem.webhooks webhooks_outside_write A',
