@@ -313,7 +313,7 @@ note "for example: $conn_err" if $conn_err;
 # Back up: every payment acknowledged before or during the outage replays
 # its answer; the calls that failed (or broke off: their outcome was
 # unknown to the client) are retried now and charge at most once.
-check_replays($dbh, $pay_sql, [ @storm, @late ], { %$acked, %$answer });
+check_replays($dbh, $pay_sql, [ @storm, @late ], { %$acked, %$answer }, 'after the outage');
 is($router->safe_psql('postgres', 'SELECT count(*) FROM idem_stats'),
 	$nshards, 'the fan-out views see every shard again');
 $total = 0;

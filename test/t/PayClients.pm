@@ -18,7 +18,7 @@ use Time::HiRes qw(time usleep);
 
 our @EXPORT = qw(call amount_of start_client finish_clients check_storm split_outage
   check_replays refund_twice
-  run_storm run_outage_storm session_to);
+  run_storm run_storm_during run_outage_storm session_to);
 
 # A connection to the database postgres of $node, as the clients use it:
 # errors returned, not raised.
@@ -175,12 +175,12 @@ sub split_outage
 	return (\%acked, \%errors, \%served_while_down, \@bad_errors);
 }
 
-# Once every node is back, pay each order of @$orders again: each one
-# answered before ($answers, by "merchant/key") replays that answer, and
-# any other is answered, charged now or earlier.
+# Once every node is back ($after: after what), pay each order of
+# @$orders again: each one answered before ($answers, by "merchant/key")
+# replays that answer, and any other is answered, charged now or earlier.
 sub check_replays
 {
-	my ($dbh, $pay_sql, $orders, $answers) = @_;
+	my ($dbh, $pay_sql, $orders, $answers, $after) = @_;
 	my ($replayed, @wrong) = (0);
 	for my $c (@$orders)
 	{
@@ -204,9 +204,8 @@ sub check_replays
 		}
 	}
 	my $nacked = grep { defined $answers->{"$_->[0]/$_->[1]"} } @$orders;
-	is_deeply(\@wrong, [], 'after the restart every retry is answered');
-	is($replayed, $nacked,
-		"every payment acknowledged before or during the outage replays its answer ($nacked)");
+	is_deeply(\@wrong, [], "$after, every retry is answered");
+	is($replayed, $nacked, "$after, every acknowledged payment replays its answer ($nacked)");
 }
 
 
@@ -248,14 +247,11 @@ sub run_storm
 	return finish_clients(\@pids, \@outs);
 }
 
-# As run_storm, the clients paying @$orders over and over, while $node
-# goes down without a checkpoint (immediate shutdown: it recovers from its
-# WAL when it starts again) 0.7 s after they start, $while_down->() runs,
-# and $node comes back 1.5 s later; the clients stop 1 s after that.
-# Returns the times it went down and came back, and the clients' lines.
-sub run_outage_storm
+# As run_storm, the clients paying @$orders over and over while
+# $during->() runs, and 1 s more; their lines.
+sub run_storm_during
 {
-	my ($connect, $pay_sql, $orders, $nclients, $dir, $name, $node, $while_down) = @_;
+	my ($connect, $pay_sql, $orders, $nclients, $dir, $name, $during) = @_;
 	my $stopfile = "$dir/$name.stop";
 	my (@pids, @outs);
 	for my $c (1 .. $nclients)
@@ -263,16 +259,32 @@ sub run_outage_storm
 		push @outs, "$dir/${name}_$c.out";
 		push @pids, start_client($connect, $pay_sql, $orders, $outs[-1], $stopfile);
 	}
-	usleep(700_000);
-	my $t_down = time;
-	$node->stop('immediate');
-	$while_down->();
-	usleep(1_500_000);
-	my $t_up = time;
-	$node->start;
+	$during->();
 	usleep(1_000_000);
 	append_to_file($stopfile, 'stop');
-	return ($t_down, $t_up, finish_clients(\@pids, \@outs));
+	return finish_clients(\@pids, \@outs);
+}
+
+# As run_storm_during, while $node goes down without a checkpoint
+# (immediate shutdown: it recovers from its WAL when it starts again) 0.7 s
+# after the clients start, $while_down->() runs, and $node comes back 1.5 s
+# later.  Returns the times it went down and came back, and the lines.
+sub run_outage_storm
+{
+	my ($connect, $pay_sql, $orders, $nclients, $dir, $name, $node, $while_down) = @_;
+	my ($t_down, $t_up);
+	my @results = run_storm_during(
+		$connect, $pay_sql, $orders, $nclients, $dir, $name,
+		sub {
+			usleep(700_000);
+			$t_down = time;
+			$node->stop('immediate');
+			$while_down->();
+			usleep(1_500_000);
+			$t_up = time;
+			$node->start;
+		});
+	return ($t_down, $t_up, @results);
 }
 
 1;
