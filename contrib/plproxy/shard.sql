@@ -23,12 +23,24 @@ RETURN pg_catalog.format('%s:%s/%s',
                          pg_catalog.current_setting('port'),
                          pg_catalog.current_database());
 
--- Refuse to run a merchant's call on a database that is not its home.
--- Under PL/Proxy the router sends every call to the merchant's shard, so
--- this one has nothing to check; contrib/citus/coordinator.sql replaces it
--- with Citus's placement check.
+-- May this database serve the merchant's call now?  False while the
+-- merchant's rows and keys are moving to another database (the call then
+-- answers in_progress, or fails to be retried); an error if this is not the
+-- merchant's home.  Under PL/Proxy the router sends every call to the
+-- merchant's shard, so this one says yes; contrib/citus/coordinator.sql
+-- replaces it with Citus's placement check and its shard moves.
 CREATE FUNCTION check_home(merchant text)
-RETURNS void LANGUAGE sql STABLE AS $$ SELECT $$;
+RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
+
+-- The error of a call that cannot run while the merchant moves: to be
+-- retried in a moment.
+CREATE FUNCTION moving_error(merchant text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'merchant % is moving to another database', moving_error.merchant
+        USING ERRCODE = 'object_in_use', HINT = 'Retry in a moment.';
+END
+$$;
 
 CREATE TABLE merchant_balances (
     merchant text PRIMARY KEY,
@@ -81,7 +93,11 @@ DECLARE
     c record;
     charge text;
 BEGIN
-    PERFORM check_home(pay.merchant);
+    IF NOT check_home(pay.merchant) THEN
+        status := 'in_progress';
+        retry_after := interval '1 second';
+        RETURN;
+    END IF;
     SELECT * INTO c
     FROM idem_claim(pay.key,
                     idem_fingerprint(jsonb_build_object('amount', pay.amount,
@@ -113,7 +129,9 @@ RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     answer jsonb;
 BEGIN
-    PERFORM check_home(pay_settle.merchant);
+    IF NOT check_home(pay_settle.merchant) THEN
+        PERFORM moving_error(pay_settle.merchant);
+    END IF;
     answer := jsonb_build_object('status', 201,
                                  'body', jsonb_build_object('charge', pay_settle.charge_id,
                                                             'amount', pay_settle.amount,
@@ -142,7 +160,9 @@ DECLARE
     obj jsonb;
     amount numeric;
 BEGIN
-    PERFORM check_home(receive_refund.merchant);
+    IF NOT check_home(receive_refund.merchant) THEN
+        PERFORM moving_error(receive_refund.merchant);
+    END IF;
     SELECT * INTO r
     FROM idem_webhook_receive(receive_refund.source, receive_refund.payload,
                               receive_refund.headers, receive_refund.client_ip);
@@ -165,6 +185,7 @@ $$;
 REVOKE ALL ON FUNCTION
     shard_name(),
     check_home(text),
+    moving_error(text),
     charge_id_for(text, text),
     book_charge(text, text, numeric, text, text),
     pay(text, text, numeric, text),
