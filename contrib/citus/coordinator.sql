@@ -25,24 +25,51 @@
 --    when called alone.
 --  * what spans every node: idem_node_of(merchant), idem_stats_nodes(),
 --    idem_webhook_source_set_nodes(...).
+--  * idem_move_shard and idem_rebalance, to use instead of Citus's own
+--    moves: they carry the merchants' keys to the new node.
 
 SELECT create_distributed_table('ledger', 'merchant');
 SELECT create_distributed_table('merchant_balances', 'merchant', colocate_with => 'ledger');
 
--- Does this node hold merchant's shard of the ledger?  Raise if not.  It
--- reads Citus's metadata, which every node has (metadata sync), and which a
--- shard move changes when the shard has moved.
+-- The shard groups that idem_move_shard is moving, by the ledger's shard:
+-- their merchants' calls answer in_progress, or fail to be retried, on
+-- every node until the move ends.  A reference table: every node reads its
+-- own copy.
+CREATE TABLE idem_moving (
+    shardid bigint PRIMARY KEY,
+    since   timestamptz NOT NULL DEFAULT now()
+);
+SELECT create_reference_table('idem_moving');
+
+-- The advisory lock (this number, the ledger's shard id) that each call
+-- holds shared while it checks idem_moving and runs, and that
+-- idem_move_shard takes exclusively on the shard's node once the group is
+-- marked: the calls that did not see the mark have ended then.
+CREATE FUNCTION idem_moving_lock() RETURNS integer LANGUAGE sql IMMUTABLE
+RETURN 1684366701;
+
+-- May this node serve merchant's call now?  False while its shard group
+-- moves; an error if this node does not hold the merchant's shard of the
+-- ledger.  It reads Citus's metadata, which every node has (metadata
+-- sync), and which a shard move changes when the shard has moved.
 CREATE OR REPLACE FUNCTION check_home(merchant text)
-RETURNS void LANGUAGE plpgsql STABLE AS $$
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+    shard bigint := get_shard_id_for_distribution_column('ledger', check_home.merchant);
 BEGIN
+    PERFORM pg_advisory_xact_lock_shared(idem_moving_lock(), shard::integer);
+    IF EXISTS (SELECT FROM idem_moving m WHERE m.shardid = shard) THEN
+        RETURN false;
+    END IF;
     IF NOT EXISTS (SELECT FROM pg_dist_placement p
-                   WHERE p.shardid = get_shard_id_for_distribution_column('ledger', check_home.merchant)
+                   WHERE p.shardid = shard
                      AND p.groupid = (SELECT groupid FROM pg_dist_local_group)) THEN
         RAISE EXCEPTION 'merchant % is not on this node', check_home.merchant
             USING ERRCODE = 'object_not_in_prerequisite_state',
                   DETAIL = 'Citus ran the call here instead of on the node that holds the merchant''s rows and keys.',
                   HINT = 'Call the function alone, with the merchant as a constant or a parameter, so that Citus delegates it.';
     END IF;
+    RETURN true;
 END
 $$;
 
@@ -64,7 +91,11 @@ CREATE FUNCTION routed.idem_claim(merchant text, key text, fingerprint bytea DEF
                            OUT checkpoint_data jsonb, OUT retry_after interval)
 RETURNS record LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM check_home(idem_claim.merchant);
+    IF NOT check_home(idem_claim.merchant) THEN
+        status := 'in_progress';
+        retry_after := interval '1 second';
+        RETURN;
+    END IF;
     SELECT * INTO status, token, attempt, response, checkpoint, checkpoint_data, retry_after
     FROM idem_claim(idem_claim.key, idem_claim.fingerprint, idem_claim.scope,
                     idem_claim.lease, idem_claim.ttl, idem_claim.nowait);
@@ -76,7 +107,9 @@ CREATE FUNCTION routed.idem_checkpoint(merchant text, key text, phase text, data
                                 lease interval DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM check_home(idem_checkpoint.merchant);
+    IF NOT check_home(idem_checkpoint.merchant) THEN
+        PERFORM moving_error(idem_checkpoint.merchant);
+    END IF;
     PERFORM idem_checkpoint(idem_checkpoint.key, idem_checkpoint.phase, idem_checkpoint.data,
                             idem_checkpoint.scope, idem_checkpoint.token, idem_checkpoint.lease);
 END
@@ -86,7 +119,9 @@ CREATE FUNCTION routed.idem_complete(merchant text, key text, response jsonb DEF
                               scope text DEFAULT '', token bigint DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM check_home(idem_complete.merchant);
+    IF NOT check_home(idem_complete.merchant) THEN
+        PERFORM moving_error(idem_complete.merchant);
+    END IF;
     PERFORM idem_complete(idem_complete.key, idem_complete.response, idem_complete.scope,
                           idem_complete.token);
 END
@@ -97,7 +132,9 @@ CREATE FUNCTION routed.idem_fail(merchant text, key text, error jsonb DEFAULT NU
                           token bigint DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM check_home(idem_fail.merchant);
+    IF NOT check_home(idem_fail.merchant) THEN
+        PERFORM moving_error(idem_fail.merchant);
+    END IF;
     PERFORM idem_fail(idem_fail.key, idem_fail.error, idem_fail.retryable, idem_fail.scope,
                       idem_fail.token);
 END
@@ -109,7 +146,9 @@ RETURNS TABLE (state text, attempt integer, fingerprint bytea,
                completed_at timestamptz, expires_at timestamptz)
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    PERFORM check_home(idem_lookup.merchant);
+    IF NOT check_home(idem_lookup.merchant) THEN
+        PERFORM moving_error(idem_lookup.merchant);
+    END IF;
     RETURN QUERY SELECT * FROM idem_lookup(idem_lookup.key, idem_lookup.scope);
 END
 $$;
@@ -129,7 +168,8 @@ FROM unnest(ARRAY[
     'routed.idem_lookup(text, text, text)']::regprocedure[]) f;
 -- ... and these are called there, so they must exist on every node
 SELECT create_distributed_function(f)
-FROM unnest(ARRAY['shard_name()', 'check_home(text)', 'charge_id_for(text, text)',
+FROM unnest(ARRAY['shard_name()', 'idem_moving_lock()', 'check_home(text)', 'moving_error(text)',
+                  'charge_id_for(text, text)',
                   'book_charge(text, text, numeric, text, text)']::regprocedure[]) f;
 
 -- ---------------------------------------------------------------------
@@ -192,6 +232,117 @@ RETURNS SETOF text LANGUAGE sql AS $$
                               source, scheme, secrets, tolerance, allowed_ips, ttl))
 $$;
 
+-- Run command on one node (host and port as Citus knows them), in a
+-- transaction of its own there; its result, or an error with the node's.
+CREATE FUNCTION idem_on_node(node_name text, node_port integer, command text)
+RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    SELECT * INTO r FROM master_run_on_worker(ARRAY[node_name], ARRAY[node_port],
+                                              ARRAY[command], false);
+    IF NOT r.success THEN
+        RAISE EXCEPTION 'node %:% failed: %', node_name, node_port, r.result;
+    END IF;
+    RETURN r.result;
+END
+$$;
+
+-- ---------------------------------------------------------------------
+-- Moving shards with their keys.  Citus moves a shard group's business
+-- rows; idem's keys are local to each node, so these move them too.  Use
+-- them instead of citus_move_shard_placement and citus_rebalance_start.
+
+-- Move the shard group of the ledger's shard to target_name:target_port,
+-- with the keys of its merchants (the scope of their keys is the merchant)
+-- and the deliveries their refunds were booked from:
+--   1. mark the group moving: its merchants' calls answer in_progress on
+--      every node (pay), or fail to be retried;
+--   2. wait, on the shard's node, for the calls that did not see the mark;
+--   3. move the shard group (block_writes: nothing writes it now);
+--   4. copy the keys and deliveries to the target (idem_keys_import), then
+--      forget them on the source;
+--   5. unmark.
+-- Each step commits.  If it stops half way, the merchants stay marked
+-- (they answer in_progress, none is charged twice): call it again.
+CREATE PROCEDURE idem_move_shard(shard bigint, target_name text, target_port integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    source record;
+    scopes text[];
+    events text[];
+    keys text;
+    deliveries text;
+BEGIN
+    SELECT n.nodename, n.nodeport INTO source
+    FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
+    WHERE p.shardid = shard;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'shard % has no placement', shard;
+    END IF;
+    INSERT INTO idem_moving (shardid) VALUES (shard) ON CONFLICT DO NOTHING;
+    COMMIT;
+    PERFORM idem_on_node(source.nodename, source.nodeport,
+                         format('SELECT pg_advisory_unlock(%1$s, %2$s) FROM (SELECT pg_advisory_lock(%1$s, %2$s)) l',
+                                idem_moving_lock(), shard::integer));
+    IF (source.nodename, source.nodeport) IS DISTINCT FROM (target_name, target_port) THEN
+        -- a node added since has no copy of the reference tables yet, of
+        -- idem_moving among them, which Citus requires before a move
+        PERFORM replicate_reference_tables('block_writes');
+        COMMIT;
+        PERFORM citus_move_shard_placement(shard, source.nodename, source.nodeport,
+                                           target_name, target_port, 'block_writes');
+        COMMIT;
+        scopes := idem_on_node(source.nodename, source.nodeport,
+                               format('SELECT coalesce(array_agg(DISTINCT scope), %L) FROM idem.keys
+                                       WHERE get_shard_id_for_distribution_column(%L, scope) = %s',
+                                      '{}', 'ledger', shard))::text[];
+        SELECT array_agg(l.key) INTO events
+        FROM ledger l
+        WHERE l.kind = 'refund' AND get_shard_id_for_distribution_column('ledger', l.merchant) = shard;
+        keys := idem_on_node(source.nodename, source.nodeport,
+                             format('SELECT coalesce(jsonb_agg(e), %L) FROM idem_keys_export(%L) e',
+                                    '[]', coalesce(scopes, '{}')));
+        deliveries := idem_on_node(source.nodename, source.nodeport,
+                                   format('SELECT coalesce(jsonb_agg(e), %L)
+                                           FROM (SELECT DISTINCT source FROM idem.webhooks
+                                                 WHERE event_id = ANY (%L)) s,
+                                                idem_webhooks_export(s.source, %L) e',
+                                          '[]', coalesce(events, '{}'), coalesce(events, '{}')));
+        PERFORM idem_on_node(target_name, target_port,
+                             format('SELECT idem_keys_import(%L) + idem_webhooks_import(%L)',
+                                    keys, deliveries));
+        PERFORM idem_on_node(source.nodename, source.nodeport,
+                             format('WITH k AS (DELETE FROM idem.keys WHERE scope = ANY (%L) RETURNING 1),
+                                          w AS (DELETE FROM idem.webhooks WHERE event_id = ANY (%L) RETURNING 1)
+                                     SELECT (SELECT count(*) FROM k) + (SELECT count(*) FROM w)',
+                                    coalesce(scopes, '{}'), coalesce(events, '{}')));
+    END IF;
+    DELETE FROM idem_moving WHERE shardid = shard;
+    COMMIT;
+END
+$$;
+
+-- Rebalance the ledger's shard groups as citus_rebalance_start would, one
+-- idem_move_shard at a time, after a node is added or before one is
+-- removed; how many it moved.
+CREATE PROCEDURE idem_rebalance(INOUT moved integer DEFAULT 0)
+LANGUAGE plpgsql AS $$
+DECLARE
+    m record;
+BEGIN
+    moved := 0;
+    LOOP
+        SELECT p.shardid, p.targetname, p.targetport INTO m
+        FROM get_rebalance_table_shards_plan('ledger') p
+        LIMIT 1;
+        EXIT WHEN NOT FOUND;
+        CALL idem_move_shard(m.shardid, m.targetname, m.targetport);
+        moved := moved + 1;
+    END LOOP;
+END
+$$;
+
 REVOKE ALL ON SCHEMA routed FROM PUBLIC;
 REVOKE ALL ON FUNCTION
     routed.idem_claim(text, text, bytea, text, interval, interval, boolean),
@@ -202,5 +353,7 @@ REVOKE ALL ON FUNCTION
     idem_node_of(text),
     idem_on_nodes(text),
     idem_stats_nodes(),
-    idem_webhook_source_set_nodes(text, text, text[], interval, cidr[], interval)
+    idem_webhook_source_set_nodes(text, text, text[], interval, cidr[], interval),
+    idem_on_node(text, integer, text)
 FROM PUBLIC;
+REVOKE ALL ON PROCEDURE idem_move_shard(bigint, text, integer), idem_rebalance(integer) FROM PUBLIC;

@@ -11,13 +11,19 @@
 # purges its own keys; the counters of every node are read from the
 # coordinator.  Then a worker goes down in the middle of a storm: only its
 # merchants' calls fail, with Citus's error naming it, and once it is back
-# every acknowledged payment replays and no key was charged twice.
+# every acknowledged payment replays and no key was charged twice.  Last,
+# with the ledger's unique key dropped, a shard group is moved with
+# idem_move_shard and a third worker is filled by idem_rebalance, each
+# under a storm of new orders and retries: no key is claimed twice, every
+# acknowledged payment replays where its merchant now is, and the ledger
+# holds one charge per key.
 #
 # Citus is not in Debian: test/servers.sh builds it from the vendored source
 # for 17 and 18 (IDEM_CITUS), and the test skips elsewhere.
 use strict;
 use warnings;
 
+use Time::HiRes qw(usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -42,20 +48,25 @@ my $contrib = "$FindBin::RealBin/../../contrib";
 
 # --- A coordinator and two workers ---
 
-# Citus first in shared_preload_libraries, as it requires; each node's
-# purge worker cleans the payments database every second.
-my @nodes;
-for my $name (qw(coordinator worker1 worker2))
+# A node of the cluster: Citus first in shared_preload_libraries, as it
+# requires; its purge worker cleans the payments database every second.
+# The nodes listen on the test's Unix socket directory only, which is
+# where a node reaches itself too (a shard move connects to the
+# coordinator as citus.local_hostname).
+sub citus_node
 {
-	my $node = idem_node($name, q(
+	my ($name) = @_;
+	my $node = idem_node($name, qq(
 shared_preload_libraries = 'citus,idem'
+citus.local_hostname = '$PostgreSQL::Test::Cluster::test_pghost'
 idem.database = 'postgres'
 idem.purge_interval = '1s'
 max_connections = 100
 ));
 	$node->safe_psql('postgres', 'CREATE EXTENSION citus');
-	push @nodes, $node;
+	return $node;
 }
+my @nodes = map { citus_node($_) } qw(coordinator worker1 worker2);
 my ($coord, @workers) = @nodes;
 
 # Nodes reach each other over the test's Unix socket directory.
@@ -106,6 +117,7 @@ my $dir = $coord->basedir;
 my @storm = map { my $m = $_; map { [ $m, "order-$_" ] } 1 .. 10 } @merchants;
 my $nclients = 4;
 my @results = run_storm(\&coordinator_session, $pay_sql, \@storm, $nclients, $dir, 'storm');
+my @storm_results = @results;
 
 my $answer = check_storm(\@results, \@storm, $nclients);
 
@@ -286,11 +298,115 @@ cmp_ok($served_while_down->{$other} // 0, '>', 0,
 # Back up: every payment acknowledged before or during the outage replays
 # its answer; the calls that failed (or broke off: their outcome was
 # unknown to the client) are retried now and charge at most once.
-check_replays($dbh, $pay_sql, [ @storm, @late ], { %$acked, %$answer });
+check_replays($dbh, $pay_sql, [ @storm, @late ], { %$acked, %$answer }, 'after the outage');
 is( $coord->safe_psql('postgres',
 		"SELECT count(*), count(DISTINCT (merchant, key)) FROM ledger WHERE key ~ '^(order|late)-'"),
 	(@storm + @late) . '|' . (@storm + @late),
 	'in the end every key is charged exactly once');
+is($coord->safe_psql('postgres', 'SELECT count(*) FROM idem.keys'),
+	0, "the coordinator's idem.keys is still empty");
+
+# --- Moving shards with their keys, under a storm, without the backstop ---
+
+# From here no unique key of the ledger stands between a retry and a second
+# charge: idem alone must hold through the moves.
+$coord->safe_psql('postgres', 'ALTER TABLE ledger DROP CONSTRAINT ledger_pkey');
+
+# Every call of every storm: each key must have been claimed by one call
+# only, across all of them.
+my @all_results = (@storm_results, @results);
+my %answers = (%$answer, %$acked);
+
+# A storm of retries and new orders of every merchant while $during runs;
+# its lines join the others, and what was acknowledged joins the answers.
+sub storm_while
+{
+	my ($name, $orders, $during) = @_;
+	my @lines = run_storm_during(\&coordinator_session, $pay_sql, $orders, $nclients, $dir,
+		$name, $during);
+	my @errors = grep { $_->[3] eq 'ERROR' } @lines;
+	is_deeply([ map { "@$_" } @errors ], [], "$name: no call failed");
+	push @all_results, @lines;
+	for (@lines)
+	{
+		my (undef, $m, $k, $status, $resp) = @$_;
+		$answers{"$m/$k"} //= $resp if $status eq 'claimed';
+	}
+	return scalar grep { $_->[3] eq 'in_progress' } @lines;
+}
+
+# Where each merchant's keys are: merchant => the workers that hold some,
+# by name, comma-separated
+sub keys_by_worker
+{
+	my %where;
+	for my $i (0 .. $#workers)
+	{
+		push @{ $where{$_} }, $worker_names[$i]
+		  for split /\n/, worker_sql($i, "SELECT DISTINCT scope FROM idem.keys WHERE scope ~ '^m[0-9]+\$'");
+	}
+	return { map { $_ => join(',', @{ $where{$_} }) } keys %where };
+}
+
+# one shard group of worker 1's merchants, moved to worker 2
+my ($m_move) = grep { $home{$_} == 0 } @merchants;
+my $shard = $coord->safe_psql('postgres',
+	"SELECT get_shard_id_for_distribution_column('ledger', '$m_move')");
+my @group = split /\n/, $coord->safe_psql('postgres',
+	"SELECT m FROM unnest(ARRAY['" . join("','", @merchants) . "']) m
+	 WHERE get_shard_id_for_distribution_column('ledger', m) = $shard ORDER BY m");
+my @moves = map { my $m = $_; map { [ $m, "move-$_" ] } 1 .. 10 } @merchants;
+my $waited = storm_while('move', [ @moves, @storm, @late ], sub {
+	usleep(500_000);
+	$coord->safe_psql('postgres',
+		"CALL idem_move_shard($shard, '" . $workers[1]->host . "', " . $workers[1]->port . ')');
+});
+note "during the move $waited calls answered in_progress";
+is($coord->safe_psql('postgres', "SELECT idem_node_of('$m_move')"), $worker_names[1],
+	"idem_move_shard moved the shard group of @group to worker 2");
+my $where = keys_by_worker();
+is(join(' ', map { $where->{$_} // 'none' } @group), join(' ', ($worker_names[1]) x @group),
+	'their keys are on worker 2 now, none left on worker 1');
+is($coord->safe_psql('postgres', 'SELECT count(*) FROM idem_moving'), 0, 'no shard is left marked moving');
+
+# A third worker, and the shard groups rebalanced onto it
+my $worker3 = citus_node('worker3');
+$coord->safe_psql('postgres',
+	"SELECT citus_add_node('" . $worker3->host . "', " . $worker3->port . ')');
+is($worker3->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
+	$coord->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'idem'"),
+	'a worker added later gets idem from Citus');
+push @workers, $worker3;
+push @nodes, $worker3;
+push @worker_names, $worker3->host . ':' . $worker3->port;
+my @rebalance = map { my $m = $_; map { [ $m, "rebalance-$_" ] } 1 .. 10 } @merchants;
+my $moved;
+$waited = storm_while('rebalance', [ @rebalance, @moves, @storm ], sub {
+	usleep(500_000);
+	($moved) = $coord->safe_psql('postgres', 'CALL idem_rebalance()');
+});
+note "idem_rebalance moved $moved shard groups; meanwhile $waited calls answered in_progress";
+cmp_ok($moved, '>', 0, 'idem_rebalance moved shard groups onto the new worker');
+my %node_of = map { split /\|/ }
+  split /\n/, $coord->safe_psql('postgres',
+	"SELECT m, idem_node_of(m) FROM unnest(ARRAY['" . join("','", @merchants) . "']) m");
+ok((grep { $node_of{$_} eq $worker_names[2] } @merchants) > 0, 'some merchants are on worker 3 now');
+$where = keys_by_worker();
+is_deeply([ map { "$_: " . ($where->{$_} // 'none') } grep { ($where->{$_} // '') ne $node_of{$_} } @merchants ], [],
+	"every merchant's keys are on the worker that holds its rows, and on no other");
+
+# No key was claimed twice, whatever moved; every acknowledged payment
+# replays where it is now; the ledger, without its unique key, holds one
+# charge per key.
+my %claims;
+$claims{"$_->[1]/$_->[2]"}++ for grep { $_->[3] eq 'claimed' } @all_results;
+is_deeply([ grep { $claims{$_} > 1 } sort keys %claims ], [], 'no key was claimed twice');
+check_replays($dbh, $pay_sql, [ @storm, @late, @moves, @rebalance ], \%answers, 'after the moves');
+is( $coord->safe_psql('postgres',
+		'SELECT count(*) - count(DISTINCT (merchant, key)) FROM ledger'),
+	0, 'no key was charged twice (counted without the ledger\'s unique key)');
+is( $coord->safe_psql('postgres', "SELECT count(*) FROM ledger WHERE key ~ '^(order|late|move|rebalance)-'"),
+	@storm + @late + @moves + @rebalance, 'and every key is charged');
 is($coord->safe_psql('postgres', 'SELECT count(*) FROM idem.keys'),
 	0, "the coordinator's idem.keys is still empty");
 
