@@ -9,10 +9,14 @@
 # shutdown) in the middle of a storm: only its merchants' calls fail, with
 # PL/Proxy's error naming that shard, the others go on, and once it is back
 # every acknowledged payment is there and replays, and no key was charged
-# twice.
+# twice.  Last, with the ledgers' unique keys dropped, one merchant's
+# partition moves to a fourth shard with its keys (contrib/plproxy/move.sql)
+# under a storm of new orders and retries: no key is claimed or charged
+# twice, and every acknowledged payment replays.
 use strict;
 use warnings;
 
+use Time::HiRes qw(usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -30,10 +34,11 @@ my $nshards = 3;
 
 # --- Three shards and a router ---
 
-my @shards;
-for my $i (0 .. $nshards - 1)
+# Shard $i: its database payments_$i with idem and the business schema;
+# its purge worker cleans that database every second.
+sub make_shard
 {
-	# each shard's purge worker cleans its payments database every second
+	my ($i) = @_;
 	my $node = idem_node("shard$i", qq(
 idem.database = 'payments_$i'
 idem.purge_interval = '1s'
@@ -42,8 +47,10 @@ max_connections = 40
 	$node->safe_psql('postgres', "CREATE DATABASE payments_$i");
 	$node->safe_psql("payments_$i", 'CREATE EXTENSION idem');
 	$node->safe_psql("payments_$i", slurp_file("$contrib/shard.sql"));
-	push @shards, $node;
+	$node->safe_psql("payments_$i", slurp_file("$contrib/move.sql"));
+	return $node;
 }
+my @shards = map { make_shard($_) } 0 .. $nshards - 1;
 
 my $router = PostgreSQL::Test::Cluster->new('router');
 $router->init;
@@ -118,6 +125,7 @@ my $nclients = 4;
 my @results = run_storm(\&router_session, $pay_sql, \@storm, $nclients, $dir, 'storm');
 
 my $answer = check_storm(\@results, \@storm, $nclients);
+my @storm_results = @results;
 
 # On each shard: its merchants' keys and charges, nobody else's.
 my $total = 0;
@@ -329,10 +337,85 @@ for my $i (0 .. $nshards - 1)
 is($total, @storm + @late, 'in the end every key is charged exactly once across the shards');
 is($misplaced, 0, 'and every charge is on its merchant\'s shard');
 
-for my $node (@shards)
+# --- A partition moved to a new shard with its keys, without the backstop ---
+
+# From here no unique key of the ledger stands between a retry and a second
+# charge: idem alone must hold through the move.
+shard_sql($_, 'ALTER TABLE ledger DROP CONSTRAINT ledger_pkey') for 0 .. $nshards - 1;
+
+# the new shard, set up as the others (the platform's webhook source too)
+my $new = make_shard(3);
+$new->safe_psql('payments_3', 'ALTER TABLE ledger DROP CONSTRAINT ledger_pkey');
+$new->safe_psql('payments_3', "SELECT idem_webhook_source_set('psp', 'stripe', ARRAY['whsec_plproxy'])");
+my $new_name = 'local:' . $new->port . '/payments_3';
+
+# the partition of the merchant that received the refund, from its shard
+my $part = $router->safe_psql('postgres', "SELECT hashtext('$mw') & ($nparts - 1)");
+my $from = $part % $nshards;
+my @movers = grep {
+	$router->safe_psql('postgres', "SELECT hashtext('$_') & ($nparts - 1)") == $part
+} @merchants;
+my @moves = map { my $m = $_; map { [ $m, "move-$_" ] } 1 .. 10 } @merchants;
+my %answers = (%$answer, %$acked);
+my @move_results = run_storm_during(
+	\&router_session, $pay_sql, [ @moves, @storm, @late ], $nclients, $dir, 'move',
+	sub {
+		usleep(500_000);
+		# the move, step by step as doc/scaling.md says
+		shard_sql($from, "SELECT partition_move_begin($part, $nparts)");
+		my $rows = shard_sql($from, "SELECT partition_export($part, $nparts)");
+		$new->safe_psql('payments_3', "SELECT partition_import($part, $nparts, \$rows\$$rows\$rows\$)");
+		$router->safe_psql('postgres',
+			"ALTER SERVER payments OPTIONS (SET p$part 'host=" . $new->host . ' port=' . $new->port
+			  . " dbname=payments_3')");
+		shard_sql($from, "SELECT partition_move_end($part, $nparts)");
+	});
+is_deeply([ map { "@$_" } grep { $_->[3] eq 'ERROR' } @move_results ], [], 'no call failed during the move');
+note 'during the move ' . (grep { $_->[3] eq 'in_progress' } @move_results) . ' calls answered in_progress';
+for (@move_results)
+{
+	my (undef, $m, $k, $status, $resp) = @$_;
+	$answers{"$m/$k"} //= $resp if $status eq 'claimed';
+}
+my $list = "'" . join("','", @movers) . "'";
+is(join(',', map { $router->safe_psql('postgres', "SELECT idem_shard_of('$_')") } @movers),
+	join(',', ($new_name) x @movers), "the merchants of partition $part (@movers) are served by the new shard");
+is( shard_sql($from,
+		"SELECT (SELECT count(*) FROM ledger WHERE merchant IN ($list)) + (SELECT count(*) FROM idem.keys WHERE scope IN ($list))"),
+	0, 'no row or key of theirs is left on the old shard');
+is( $new->safe_psql('payments_3',
+		"SELECT count(*), count(*) FILTER (WHERE EXISTS (SELECT FROM idem.keys k WHERE k.scope = l.merchant AND k.key = l.key))
+		 FROM ledger l WHERE l.merchant IN ($list) AND l.kind = 'charge' AND l.key ~ '^(order|late)-'"),
+	(25 * @movers) . '|' . (25 * @movers),
+	'on the new shard each of their earlier charges is there with its key');
+is( $new->safe_psql('payments_3', "SELECT count(*), sum(amount) FROM ledger WHERE kind = 'refund'"),
+	'1|-50.00', 'the refund moved with its merchant, and its delivery is still a duplicate there:');
+($payload, $seen) = refund_twice($dbh, $mw, 'psp', 'whsec_plproxy');
+is_deeply($seen, [ 'duplicate evt_refund_1', 'duplicate evt_refund_1' ], '... twice');
+
+# No key was claimed twice, whatever moved; every acknowledged payment
+# replays where its merchant now is; the ledgers, without their unique
+# keys, hold one charge per key.
+my %claims;
+$claims{"$_->[1]/$_->[2]"}++ for grep { $_->[3] eq 'claimed' } @storm_results, @results, @move_results;
+is_deeply([ grep { $claims{$_} > 1 } sort keys %claims ], [], 'no key was claimed twice');
+check_replays($dbh, $pay_sql, [ @storm, @late, @moves ], \%answers, 'after the move');
+my ($rows, $distinct) = (0, 0);
+for my $q (map { [ $shards[$_], "payments_$_" ] } 0 .. $nshards - 1)
+{
+	my ($r, $d) = split /\|/, $q->[0]->safe_psql($q->[1],
+		"SELECT count(*), count(DISTINCT (merchant, key)) FROM ledger WHERE key ~ '^(order|late|move)-'");
+	($rows, $distinct) = ($rows + $r, $distinct + $d);
+}
+my ($r3, $d3) = split /\|/, $new->safe_psql('payments_3',
+	"SELECT count(*), count(DISTINCT (merchant, key)) FROM ledger WHERE key ~ '^(order|late|move)-'");
+is($rows + $r3, $distinct + $d3, 'no key was charged twice (counted without the ledgers\' unique keys)');
+is($rows + $r3, @storm + @late + @moves, 'and every key is charged');
+
+for my $node (@shards, $new)
 {
 	ok(!$node->log_contains('PANIC|TRAP:'), $node->name . ': no PANIC or assertion failure');
 }
-$_->stop for @shards;
+$_->stop for @shards, $new;
 $router->stop;
 done_testing();
