@@ -356,6 +356,12 @@ my @group = split /\n/, $coord->safe_psql('postgres',
 	"SELECT m FROM unnest(ARRAY['" . join("','", @merchants) . "']) m
 	 WHERE get_shard_id_for_distribution_column('ledger', m) = $shard ORDER BY m");
 my @moves = map { my $m = $_; map { [ $m, "move-$_" ] } 1 .. 10 } @merchants;
+# a two-phase attempt in flight across the move: claimed on worker 1,
+# settled on worker 2 with its token
+$r = call($dbh,
+	"SELECT status, token FROM routed.idem_claim(\$1, 'pay-inflight', scope => \$1, lease => '1 min')", $m_move);
+is($r->{rows}[0][0], 'claimed', 'a two-phase claim before the move');
+my $inflight = $r->{rows}[0][1];
 my $waited = storm_while('move', [ @moves, @storm, @late ], sub {
 	usleep(500_000);
 	$coord->safe_psql('postgres',
@@ -368,6 +374,11 @@ my $where = keys_by_worker();
 is(join(' ', map { $where->{$_} // 'none' } @group), join(' ', ($worker_names[1]) x @group),
 	'their keys are on worker 2 now, none left on worker 1');
 is($coord->safe_psql('postgres', 'SELECT count(*) FROM idem_moving'), 0, 'no shard is left marked moving');
+$r = call($dbh, "SELECT status FROM routed.idem_claim(\$1, 'pay-inflight', scope => \$1)", $m_move);
+is($r->{rows}[0][0], 'in_progress', 'after the move its lease still holds the key ...');
+$r = call($dbh, "SELECT pay_settle(\$1, 'pay-inflight', \$2, 'ch_if', 300, 'USD')", $m_move, $inflight);
+like($r->{rows} ? $r->{rows}[0][0] : $r->{message}, qr/"charge": "ch_if"/,
+	'... and its worker settles it on the new node with its token');
 
 # A third worker, and the shard groups rebalanced onto it
 my $worker3 = citus_node('worker3');
