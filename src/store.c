@@ -160,10 +160,10 @@ static uint64 invalidations[IDEM_NTABLES] = {1, 1, 1};
 static uint64 checked[IDEM_NTABLES] = {0, 0, 0};
 
 /*
- * Bumped whenever the cached OIDs are forgotten, so that a caller can tell
- * whether they were while it waited for a lock (store_open_heap); and true
- * while store_resolve looks them up, when any invalidation may concern a
- * relation it has not filled in yet.
+ * oids_generation is bumped whenever the cached OIDs are forgotten, so
+ * that a caller can tell whether they were while it waited for a lock
+ * (store_open_heap); resolving is true while store_resolve looks them up,
+ * when any invalidation may concern a relation it has not filled in yet.
  */
 static uint64 oids_generation = 0;
 static bool resolving = false;
@@ -204,28 +204,28 @@ store_relid(Oid nsp, const char *name)
 
 /*
  * Resolve the OIDs of idem's relations, once per backend and invalidation.
- * The catalog reads may take in invalidations; one that arrives meanwhile
- * makes it look again.
+ * The catalog reads may take in invalidations: one that arrives meanwhile
+ * leaves them unsettled (oids.valid false), to be looked up again by the
+ * next call.  store_open_heap settles them under the table's lock.
  */
 static void
 store_resolve(void)
 {
-	while (!oids.valid)
-	{
-		uint64		generation = oids_generation;
+	uint64		generation = oids_generation;
 
-		resolving = true;
-		PG_TRY();
-		{
-			store_lookup();
-		}
-		PG_FINALLY();
-		{
-			resolving = false;
-		}
-		PG_END_TRY();
-		oids.valid = (generation == oids_generation);
+	if (oids.valid)
+		return;
+	resolving = true;
+	PG_TRY();
+	{
+		store_lookup();
 	}
+	PG_FINALLY();
+	{
+		resolving = false;
+	}
+	PG_END_TRY();
+	oids.valid = (generation == oids_generation);
 }
 
 /* Look up the OIDs of idem's relations (store_resolve) */
@@ -365,11 +365,11 @@ idem_store_open_expires(IdemStore *st)
  * Open table which under lockmode, with the OIDs of its indexes resolved
  * while the lock is held; NULL if the table does not exist (before the
  * update that creates it).  As RangeVarGetRelidExtended does: resolve,
- * lock, and if an invalidation of idem's relations came in meanwhile, let
- * go and resolve again.  An update that drops or replaces one of idem's
- * relations holds the table's ACCESS EXCLUSIVE lock (1.6 drops the
- * expires_at indexes): a claim that waited behind it must not go on with
- * the OIDs it had before.
+ * lock, and if an invalidation came in meanwhile, resolve again under the
+ * lock, keeping it if the table is still the one locked.  An update that
+ * drops or replaces one of idem's relations holds the table's ACCESS
+ * EXCLUSIVE lock (1.6 drops the expires_at indexes): a claim that waited
+ * behind it must not go on with the OIDs it had before.
  */
 static Relation
 store_open_heap(IdemTable which, LOCKMODE lockmode)
@@ -377,8 +377,11 @@ store_open_heap(IdemTable which, LOCKMODE lockmode)
 	for (;;)
 	{
 		uint64		generation;
+		bool		settled;
+		Oid			relid;
 		Relation	heap;
 
+		CHECK_FOR_INTERRUPTS();
 		store_resolve();
 		if (!OidIsValid(oids.heap[which]))
 		{
@@ -388,13 +391,24 @@ store_open_heap(IdemTable which, LOCKMODE lockmode)
 			if (!OidIsValid(oids.heap[which]))
 				return NULL;
 		}
+		relid = oids.heap[which];
+		settled = oids.valid;
 		generation = oids_generation;
-		heap = try_table_open(oids.heap[which], lockmode);
-		if (heap != NULL && generation == oids_generation)
+		heap = try_table_open(relid, lockmode);
+		if (heap == NULL)
+		{
+			/* dropped meanwhile: look again */
+			oids.valid = false;
+			continue;
+		}
+		if (settled && generation == oids_generation)
 			return heap;
-		if (heap != NULL)
-			table_close(heap, lockmode);
+		/* what is looked up now, under the lock, stays so until it ends */
 		oids.valid = false;
+		store_resolve();
+		if (oids.heap[which] == relid)
+			return heap;
+		table_close(heap, lockmode);
 	}
 }
 
