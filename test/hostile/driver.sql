@@ -117,7 +117,8 @@ DECLARE
 BEGIN
     FOR f IN
         SELECT p.oid, p.oid::regproc::text AS name, p.proargnames AS argnames,
-               p.proargtypes::regtype[] AS argtypes, p.pronargs AS nargs
+               p.proargtypes::regtype[] AS argtypes, p.pronargs AS nargs,
+               p.provariadic <> 0 AS variadic
         FROM pg_depend d JOIN pg_proc p ON p.oid = d.objid
         WHERE d.classid = 'pg_proc'::regclass AND d.deptype = 'e'
           AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
@@ -133,8 +134,7 @@ BEGIN
             END LOOP;
             call := format('SELECT (SELECT string_agg(r::text, '','') FROM %s(%s%s) r)',
                            f.name,
-                           CASE WHEN f.argtypes[f.nargs - 1] = 'text[]'::regtype
-                                THEN 'VARIADIC ' ELSE '' END,
+                           CASE WHEN f.variadic THEN 'VARIADIC ' ELSE '' END,
                            array_to_string(args, ', '));
             INSERT INTO hostile.cases VALUES (n, 'null', NULL, call,
                 CASE WHEN i = 1 AND f.name = 'idem_http_claim'
