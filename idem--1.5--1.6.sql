@@ -163,13 +163,20 @@ BEGIN
                 checkpoint = excluded.checkpoint, checkpoint_data = excluded.checkpoint_data,
                 response = excluded.response, created_at = excluded.created_at,
                 completed_at = excluded.completed_at, expires_at = excluded.expires_at,
-                http_status = excluded.http_status, body = excluded.body;
+                http_status = excluded.http_status, body = excluded.body
+            -- only an expired row gives way: a live one of the same attempt
+            -- may have gone on here (completed since), and stays as it is
+            WHERE keys.expires_at <= now();
         n := n + 1;
         top := greatest(top, (k ->> 'token')::bigint);
     END LOOP;
     -- every claim made here from now on gets a token above the imported
     -- ones, so that a worker of an imported attempt is fenced off by a
-    -- takeover here as it would have been where it was claimed
+    -- takeover here as it would have been where it was claimed.  ALTER
+    -- SEQUENCE (which changes nothing here) locks out nextval until this
+    -- transaction ends, so that no claim draws past top between the read
+    -- and setval, which would then move the sequence back.
+    ALTER SEQUENCE idem.token_seq INCREMENT BY 1;
     PERFORM setval('idem.token_seq', top)
     FROM idem.token_seq s
     WHERE top > CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END;
@@ -179,15 +186,21 @@ $$;
 
 CREATE FUNCTION idem_webhooks_export(source text, event_ids text[])
 RETURNS SETOF jsonb
-LANGUAGE sql STABLE STRICT
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    IF source IS NULL THEN
+        RAISE EXCEPTION 'source must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    RETURN QUERY
     SELECT jsonb_build_object('source', w.source, 'event_id', w.event_id,
                               'received_at', w.received_at, 'expires_at', w.expires_at)
     FROM idem.webhooks w
     WHERE w.source = idem_webhooks_export.source AND w.event_id = ANY (event_ids)
       AND w.expires_at > now()
-    ORDER BY w.event_id
+    ORDER BY w.event_id;
+END
 $$;
 
 CREATE FUNCTION idem_webhooks_import(deliveries jsonb)
