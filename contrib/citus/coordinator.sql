@@ -18,11 +18,9 @@
 --    did not delegate (the merchant not a constant or a parameter, several
 --    merchants in one statement) would run on the coordinator, where a retry
 --    would not find the first attempt's key.  It raises there instead.
---  * idem's calls with the merchant first, run on its worker, for the
---    two-phase mode and operators: routed.idem_claim, idem_checkpoint,
---    idem_complete, idem_fail and idem_lookup (contrib/plproxy/router.sql
---    has the same for PL/Proxy).  Each is its own transaction on the worker
---    when called alone.
+--  * idem's calls with the merchant first (shard.sql's schema routed), run
+--    on its worker, for the two-phase mode, bare deliveries and operators.
+--    Each is its own transaction on the worker when called alone.
 --  * what spans every node: idem_node_of(merchant), idem_stats_nodes(),
 --    idem_webhook_source_set_nodes(...).
 --  * idem_move_shard and idem_rebalance, to use instead of Citus's own
@@ -36,8 +34,10 @@ SELECT create_distributed_table('merchant_balances', 'merchant', colocate_with =
 -- every node until the move ends.  A reference table: every node reads its
 -- own copy.
 CREATE TABLE idem_moving (
-    shardid bigint PRIMARY KEY,
-    since   timestamptz NOT NULL DEFAULT now()
+    shardid     bigint PRIMARY KEY,
+    source_name text NOT NULL,      -- where the keys are until they are moved
+    source_port integer NOT NULL,
+    since       timestamptz NOT NULL DEFAULT now()
 );
 SELECT create_reference_table('idem_moving');
 
@@ -73,86 +73,6 @@ BEGIN
 END
 $$;
 
--- ---------------------------------------------------------------------
--- idem's calls, run on the merchant's worker: idem's own arguments after
--- it, with idem's defaults (the same twins as contrib/plproxy/router.sql).
--- In a schema of their own, routed: idem's functions are on every node
--- too, and routed.idem_lookup(merchant, key) beside idem_lookup(key,
--- scope) in one schema would make either call ambiguous.  Keep routed out
--- of search_path: the twins call idem's functions unqualified.
-
-CREATE SCHEMA routed;
-
-CREATE FUNCTION routed.idem_claim(merchant text, key text, fingerprint bytea DEFAULT NULL,
-                           scope text DEFAULT '', lease interval DEFAULT NULL,
-                           ttl interval DEFAULT NULL, nowait boolean DEFAULT false,
-                           OUT status text, OUT token bigint, OUT attempt integer,
-                           OUT response jsonb, OUT checkpoint text,
-                           OUT checkpoint_data jsonb, OUT retry_after interval)
-RETURNS record LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT check_home(idem_claim.merchant) THEN
-        status := 'in_progress';
-        retry_after := interval '1 second';
-        RETURN;
-    END IF;
-    SELECT * INTO status, token, attempt, response, checkpoint, checkpoint_data, retry_after
-    FROM idem_claim(idem_claim.key, idem_claim.fingerprint, idem_claim.scope,
-                    idem_claim.lease, idem_claim.ttl, idem_claim.nowait);
-END
-$$;
-
-CREATE FUNCTION routed.idem_checkpoint(merchant text, key text, phase text, data jsonb DEFAULT NULL,
-                                scope text DEFAULT '', token bigint DEFAULT NULL,
-                                lease interval DEFAULT NULL)
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT check_home(idem_checkpoint.merchant) THEN
-        PERFORM moving_error(idem_checkpoint.merchant);
-    END IF;
-    PERFORM idem_checkpoint(idem_checkpoint.key, idem_checkpoint.phase, idem_checkpoint.data,
-                            idem_checkpoint.scope, idem_checkpoint.token, idem_checkpoint.lease);
-END
-$$;
-
-CREATE FUNCTION routed.idem_complete(merchant text, key text, response jsonb DEFAULT NULL,
-                              scope text DEFAULT '', token bigint DEFAULT NULL)
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT check_home(idem_complete.merchant) THEN
-        PERFORM moving_error(idem_complete.merchant);
-    END IF;
-    PERFORM idem_complete(idem_complete.key, idem_complete.response, idem_complete.scope,
-                          idem_complete.token);
-END
-$$;
-
-CREATE FUNCTION routed.idem_fail(merchant text, key text, error jsonb DEFAULT NULL,
-                          retryable boolean DEFAULT true, scope text DEFAULT '',
-                          token bigint DEFAULT NULL)
-RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    IF NOT check_home(idem_fail.merchant) THEN
-        PERFORM moving_error(idem_fail.merchant);
-    END IF;
-    PERFORM idem_fail(idem_fail.key, idem_fail.error, idem_fail.retryable, idem_fail.scope,
-                      idem_fail.token);
-END
-$$;
-
-CREATE FUNCTION routed.idem_lookup(merchant text, key text, scope text DEFAULT '')
-RETURNS TABLE (state text, attempt integer, fingerprint bytea,
-               lease_until timestamptz, checkpoint text, created_at timestamptz,
-               completed_at timestamptz, expires_at timestamptz)
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-    IF NOT check_home(idem_lookup.merchant) THEN
-        PERFORM moving_error(idem_lookup.merchant);
-    END IF;
-    RETURN QUERY SELECT * FROM idem_lookup(idem_lookup.key, idem_lookup.scope);
-END
-$$;
-
 -- Each runs on the worker of its merchant argument, colocated with the
 -- ledger, also inside a transaction block (force_delegation).
 SELECT create_distributed_function(f, distribution_arg_name => 'merchant',
@@ -165,7 +85,9 @@ FROM unnest(ARRAY[
     'routed.idem_checkpoint(text, text, text, jsonb, text, bigint, interval)',
     'routed.idem_complete(text, text, jsonb, text, bigint)',
     'routed.idem_fail(text, text, jsonb, boolean, text, bigint)',
-    'routed.idem_lookup(text, text, text)']::regprocedure[]) f;
+    'routed.idem_lookup(text, text, text)',
+    'routed.idem_webhook(text, text, text, interval)',
+    'routed.idem_webhook_receive(text, text, text, jsonb, inet)']::regprocedure[]) f;
 -- ... and these are called there, so they must exist on every node
 SELECT create_distributed_function(f)
 FROM unnest(ARRAY['shard_name()', 'idem_moving_lock()', 'check_home(text)', 'moving_error(text)',
@@ -264,35 +186,43 @@ $$;
 --      forget them on the source;
 --   5. unmark.
 -- Each step commits.  If it stops half way, the merchants stay marked
--- (they answer in_progress, none is charged twice): call it again.
+-- (they answer in_progress, none is charged twice): call it again, with
+-- the same target.  The mark keeps the node the group left, where the
+-- keys are until they are copied.
 CREATE PROCEDURE idem_move_shard(shard bigint, target_name text, target_port integer)
 LANGUAGE plpgsql AS $$
 DECLARE
+    placed record;
     source record;
     scopes text[];
     events text[];
     keys text;
     deliveries text;
 BEGIN
-    SELECT n.nodename, n.nodeport INTO source
+    SELECT n.nodename, n.nodeport INTO placed
     FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
     WHERE p.shardid = shard;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'shard % has no placement', shard;
     END IF;
-    INSERT INTO idem_moving (shardid) VALUES (shard) ON CONFLICT DO NOTHING;
+    INSERT INTO idem_moving (shardid, source_name, source_port)
+    VALUES (shard, placed.nodename, placed.nodeport) ON CONFLICT DO NOTHING;
     COMMIT;
-    PERFORM idem_on_node(source.nodename, source.nodeport,
+    SELECT m.source_name AS nodename, m.source_port AS nodeport INTO source
+    FROM idem_moving m WHERE m.shardid = shard;
+    PERFORM idem_on_node(placed.nodename, placed.nodeport,
                          format('SELECT pg_advisory_unlock(%1$s, %2$s) FROM (SELECT pg_advisory_lock(%1$s, %2$s)) l',
                                 idem_moving_lock(), shard::integer));
-    IF (source.nodename, source.nodeport) IS DISTINCT FROM (target_name, target_port) THEN
+    IF (placed.nodename, placed.nodeport) IS DISTINCT FROM (target_name, target_port) THEN
         -- a node added since has no copy of the reference tables yet, of
         -- idem_moving among them, which Citus requires before a move
         PERFORM replicate_reference_tables('block_writes');
         COMMIT;
-        PERFORM citus_move_shard_placement(shard, source.nodename, source.nodeport,
+        PERFORM citus_move_shard_placement(shard, placed.nodename, placed.nodeport,
                                            target_name, target_port, 'block_writes');
         COMMIT;
+    END IF;
+    IF (source.nodename, source.nodeport) IS DISTINCT FROM (target_name, target_port) THEN
         scopes := idem_on_node(source.nodename, source.nodeport,
                                format('SELECT coalesce(array_agg(DISTINCT scope), %L) FROM idem.keys
                                        WHERE get_shard_id_for_distribution_column(%L, scope) = %s',
@@ -314,9 +244,12 @@ BEGIN
                                     keys, deliveries));
         PERFORM idem_on_node(source.nodename, source.nodeport,
                              format('WITH k AS (DELETE FROM idem.keys WHERE scope = ANY (%L) RETURNING 1),
-                                          w AS (DELETE FROM idem.webhooks WHERE event_id = ANY (%L) RETURNING 1)
+                                          w AS (DELETE FROM idem.webhooks w
+                                                USING jsonb_to_recordset(%L) d(source text, event_id text)
+                                                WHERE w.source = d.source AND w.event_id = d.event_id
+                                                RETURNING 1)
                                      SELECT (SELECT count(*) FROM k) + (SELECT count(*) FROM w)',
-                                    coalesce(scopes, '{}'), coalesce(events, '{}')));
+                                    coalesce(scopes, '{}'), deliveries));
     END IF;
     DELETE FROM idem_moving WHERE shardid = shard;
     COMMIT;
@@ -343,13 +276,7 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON SCHEMA routed FROM PUBLIC;
 REVOKE ALL ON FUNCTION
-    routed.idem_claim(text, text, bytea, text, interval, interval, boolean),
-    routed.idem_checkpoint(text, text, text, jsonb, text, bigint, interval),
-    routed.idem_complete(text, text, jsonb, text, bigint),
-    routed.idem_fail(text, text, jsonb, boolean, text, bigint),
-    routed.idem_lookup(text, text, text),
     idem_node_of(text),
     idem_on_nodes(text),
     idem_stats_nodes(),

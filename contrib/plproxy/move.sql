@@ -96,8 +96,8 @@ BEGIN
             USING HINT = 'Call partition_move_begin first.';
     END IF;
     DELETE FROM idem.webhooks w
-    WHERE w.event_id IN (SELECT l.key FROM ledger l
-                         WHERE l.kind = 'refund' AND in_partition(l.merchant, part, parts));
+    USING jsonb_to_recordset(partition_export(part, parts) -> 'deliveries') d(source text, event_id text)
+    WHERE w.source = d.source AND w.event_id = d.event_id;
     DELETE FROM idem.keys k WHERE in_partition(k.scope, part, parts);
     DELETE FROM ledger l WHERE in_partition(l.merchant, part, parts);
     DELETE FROM merchant_balances b WHERE in_partition(b.merchant, part, parts);

@@ -53,8 +53,8 @@ $$;
 
 -- ---------------------------------------------------------------------
 -- idem's calls, routed by merchant: idem's own arguments after it, with
--- idem's defaults.  On the shard they resolve through the search_path of
--- the role the router connects as (public by default).
+-- idem's defaults.  On the shard they call the twins of shard.sql's schema
+-- routed, which check that the shard serves the merchant (move.sql).
 
 CREATE FUNCTION idem_claim(merchant text, key text, fingerprint bytea DEFAULT NULL,
                            scope text DEFAULT '', lease interval DEFAULT NULL,
@@ -65,7 +65,7 @@ CREATE FUNCTION idem_claim(merchant text, key text, fingerprint bytea DEFAULT NU
 RETURNS record LANGUAGE plproxy AS $$
     CLUSTER 'payments';
     RUN ON hashtext(merchant);
-    SELECT * FROM idem_claim(key, fingerprint, scope, lease, ttl, nowait);
+    SELECT * FROM routed.idem_claim(merchant, key, fingerprint, scope, lease, ttl, nowait);
 $$;
 
 CREATE FUNCTION idem_checkpoint(merchant text, key text, phase text, data jsonb DEFAULT NULL,
@@ -74,7 +74,7 @@ CREATE FUNCTION idem_checkpoint(merchant text, key text, phase text, data jsonb 
 RETURNS void LANGUAGE plproxy AS $$
     CLUSTER 'payments';
     RUN ON hashtext(merchant);
-    SELECT idem_checkpoint(key, phase, data, scope, token, lease);
+    SELECT routed.idem_checkpoint(merchant, key, phase, data, scope, token, lease);
 $$;
 
 CREATE FUNCTION idem_complete(merchant text, key text, response jsonb DEFAULT NULL,
@@ -82,7 +82,7 @@ CREATE FUNCTION idem_complete(merchant text, key text, response jsonb DEFAULT NU
 RETURNS void LANGUAGE plproxy AS $$
     CLUSTER 'payments';
     RUN ON hashtext(merchant);
-    SELECT idem_complete(key, response, scope, token);
+    SELECT routed.idem_complete(merchant, key, response, scope, token);
 $$;
 
 CREATE FUNCTION idem_fail(merchant text, key text, error jsonb DEFAULT NULL,
@@ -91,7 +91,7 @@ CREATE FUNCTION idem_fail(merchant text, key text, error jsonb DEFAULT NULL,
 RETURNS void LANGUAGE plproxy AS $$
     CLUSTER 'payments';
     RUN ON hashtext(merchant);
-    SELECT idem_fail(key, error, retryable, scope, token);
+    SELECT routed.idem_fail(merchant, key, error, retryable, scope, token);
 $$;
 
 CREATE FUNCTION idem_lookup(merchant text, key text, scope text DEFAULT '')
@@ -101,7 +101,7 @@ RETURNS TABLE (state text, attempt integer, fingerprint bytea,
 LANGUAGE plproxy AS $$
     CLUSTER 'payments';
     RUN ON hashtext(merchant);
-    SELECT * FROM idem_lookup(key, scope);
+    SELECT * FROM routed.idem_lookup(merchant, key, scope);
 $$;
 
 -- Webhooks and queue messages of the merchant's payments.  Alone, each
@@ -114,7 +114,7 @@ CREATE FUNCTION idem_webhook(merchant text, source text, event_id text,
 RETURNS boolean LANGUAGE plproxy AS $$
     CLUSTER 'payments';
     RUN ON hashtext(merchant);
-    SELECT idem_webhook(source, event_id, ttl);
+    SELECT routed.idem_webhook(merchant, source, event_id, ttl);
 $$;
 
 CREATE FUNCTION idem_webhook_receive(merchant text, source text, payload text,
@@ -123,7 +123,7 @@ CREATE FUNCTION idem_webhook_receive(merchant text, source text, payload text,
 RETURNS record LANGUAGE plproxy AS $$
     CLUSTER 'payments';
     RUN ON hashtext(merchant);
-    SELECT * FROM idem_webhook_receive(source, payload, headers, client_ip);
+    SELECT * FROM routed.idem_webhook_receive(merchant, source, payload, headers, client_ip);
 $$;
 
 -- A merchant's own webhook source (its own signing secret), on its shard.

@@ -182,7 +182,122 @@ BEGIN
 END
 $$;
 
+-- idem's calls for one merchant, as the PL/Proxy router (router.sql) or a
+-- Citus coordinator (contrib/citus/coordinator.sql) sends them: the
+-- merchant first, then idem's own arguments with idem's defaults.  Each
+-- checks first that the merchant is served here, so that no key of a
+-- merchant whose keys are moving is written where they are leaving.  In
+-- a schema of their own, routed: beside idem's functions in one schema,
+-- routed.idem_lookup(merchant, key) and idem_lookup(key, scope) would make
+-- either call ambiguous.  Keep routed out of search_path: they call idem's
+-- functions unqualified.
+
+CREATE SCHEMA routed;
+
+CREATE FUNCTION routed.idem_claim(merchant text, key text, fingerprint bytea DEFAULT NULL,
+                           scope text DEFAULT '', lease interval DEFAULT NULL,
+                           ttl interval DEFAULT NULL, nowait boolean DEFAULT false,
+                           OUT status text, OUT token bigint, OUT attempt integer,
+                           OUT response jsonb, OUT checkpoint text,
+                           OUT checkpoint_data jsonb, OUT retry_after interval)
+RETURNS record LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT check_home(idem_claim.merchant) THEN
+        status := 'in_progress';
+        retry_after := interval '1 second';
+        RETURN;
+    END IF;
+    SELECT * INTO status, token, attempt, response, checkpoint, checkpoint_data, retry_after
+    FROM idem_claim(idem_claim.key, idem_claim.fingerprint, idem_claim.scope,
+                    idem_claim.lease, idem_claim.ttl, idem_claim.nowait);
+END
+$$;
+
+CREATE FUNCTION routed.idem_checkpoint(merchant text, key text, phase text, data jsonb DEFAULT NULL,
+                                scope text DEFAULT '', token bigint DEFAULT NULL,
+                                lease interval DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT check_home(idem_checkpoint.merchant) THEN
+        PERFORM moving_error(idem_checkpoint.merchant);
+    END IF;
+    PERFORM idem_checkpoint(idem_checkpoint.key, idem_checkpoint.phase, idem_checkpoint.data,
+                            idem_checkpoint.scope, idem_checkpoint.token, idem_checkpoint.lease);
+END
+$$;
+
+CREATE FUNCTION routed.idem_complete(merchant text, key text, response jsonb DEFAULT NULL,
+                              scope text DEFAULT '', token bigint DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT check_home(idem_complete.merchant) THEN
+        PERFORM moving_error(idem_complete.merchant);
+    END IF;
+    PERFORM idem_complete(idem_complete.key, idem_complete.response, idem_complete.scope,
+                          idem_complete.token);
+END
+$$;
+
+CREATE FUNCTION routed.idem_fail(merchant text, key text, error jsonb DEFAULT NULL,
+                          retryable boolean DEFAULT true, scope text DEFAULT '',
+                          token bigint DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT check_home(idem_fail.merchant) THEN
+        PERFORM moving_error(idem_fail.merchant);
+    END IF;
+    PERFORM idem_fail(idem_fail.key, idem_fail.error, idem_fail.retryable, idem_fail.scope,
+                      idem_fail.token);
+END
+$$;
+
+CREATE FUNCTION routed.idem_lookup(merchant text, key text, scope text DEFAULT '')
+RETURNS TABLE (state text, attempt integer, fingerprint bytea,
+               lease_until timestamptz, checkpoint text, created_at timestamptz,
+               completed_at timestamptz, expires_at timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF NOT check_home(idem_lookup.merchant) THEN
+        PERFORM moving_error(idem_lookup.merchant);
+    END IF;
+    RETURN QUERY SELECT * FROM idem_lookup(idem_lookup.key, idem_lookup.scope);
+END
+$$;
+
+CREATE FUNCTION routed.idem_webhook(merchant text, source text, event_id text,
+                                    ttl interval DEFAULT NULL)
+RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT check_home(idem_webhook.merchant) THEN
+        PERFORM moving_error(idem_webhook.merchant);
+    END IF;
+    RETURN idem_webhook(idem_webhook.source, idem_webhook.event_id, idem_webhook.ttl);
+END
+$$;
+
+CREATE FUNCTION routed.idem_webhook_receive(merchant text, source text, payload text,
+                                            headers jsonb, client_ip inet DEFAULT NULL,
+                                            OUT status text, OUT event_id text, OUT reason text)
+RETURNS record LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT check_home(idem_webhook_receive.merchant) THEN
+        PERFORM moving_error(idem_webhook_receive.merchant);
+    END IF;
+    SELECT * INTO status, event_id, reason
+    FROM idem_webhook_receive(idem_webhook_receive.source, idem_webhook_receive.payload,
+                              idem_webhook_receive.headers, idem_webhook_receive.client_ip);
+END
+$$;
+
+REVOKE ALL ON SCHEMA routed FROM PUBLIC;
 REVOKE ALL ON FUNCTION
+    routed.idem_claim(text, text, bytea, text, interval, interval, boolean),
+    routed.idem_checkpoint(text, text, text, jsonb, text, bigint, interval),
+    routed.idem_complete(text, text, jsonb, text, bigint),
+    routed.idem_fail(text, text, jsonb, boolean, text, bigint),
+    routed.idem_lookup(text, text, text),
+    routed.idem_webhook(text, text, text, interval),
+    routed.idem_webhook_receive(text, text, text, jsonb, inet),
     shard_name(),
     check_home(text),
     moving_error(text),

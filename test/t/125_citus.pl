@@ -367,13 +367,12 @@ my $waited = storm_while('move', [ @moves, @storm, @late ], sub {
 	$coord->safe_psql('postgres',
 		"CALL idem_move_shard($shard, '" . $workers[1]->host . "', " . $workers[1]->port . ')');
 });
-note "during the move $waited calls answered in_progress";
+cmp_ok($waited, '>', 0, "calls of the group's merchants answered in_progress during the move ($waited)");
 is($coord->safe_psql('postgres', "SELECT idem_node_of('$m_move')"), $worker_names[1],
 	"idem_move_shard moved the shard group of @group to worker 2");
 my $where = keys_by_worker();
 is(join(' ', map { $where->{$_} // 'none' } @group), join(' ', ($worker_names[1]) x @group),
 	'their keys are on worker 2 now, none left on worker 1');
-is($coord->safe_psql('postgres', 'SELECT count(*) FROM idem_moving'), 0, 'no shard is left marked moving');
 $r = call($dbh, "SELECT status FROM routed.idem_claim(\$1, 'pay-inflight', scope => \$1)", $m_move);
 is($r->{rows}[0][0], 'in_progress', 'after the move its lease still holds the key ...');
 $r = call($dbh, "SELECT pay_settle(\$1, 'pay-inflight', \$2, 'ch_if', 300, 'USD')", $m_move, $inflight);
@@ -405,6 +404,30 @@ ok((grep { $node_of{$_} eq $worker_names[2] } @merchants) > 0, 'some merchants a
 $where = keys_by_worker();
 is_deeply([ map { "$_: " . ($where->{$_} // 'none') } grep { ($where->{$_} // '') ne $node_of{$_} } @merchants ], [],
 	"every merchant's keys are on the worker that holds its rows, and on no other");
+
+# A move that stopped half way, after Citus moved the group and before the
+# keys went along (simulated: the group marked as idem_move_shard marks it,
+# then moved by Citus alone): its merchants answer in_progress until
+# idem_move_shard is called again, which carries the keys from where the
+# group was.
+my $m_half = $merchants[0];
+my ($from_w) = grep { $worker_names[$_] eq $node_of{$m_half} } 0 .. $#workers;
+my $to_w = ($from_w + 1) % @workers;
+my $half = $coord->safe_psql('postgres', "SELECT get_shard_id_for_distribution_column('ledger', '$m_half')");
+$coord->safe_psql('postgres', "INSERT INTO idem_moving (shardid, source_name, source_port)
+	VALUES ($half, '" . $workers[$from_w]->host . "', " . $workers[$from_w]->port . ')');
+$coord->safe_psql('postgres', "SELECT citus_move_shard_placement($half, '" . $workers[$from_w]->host . "', "
+	  . $workers[$from_w]->port . ", '" . $workers[$to_w]->host . "', " . $workers[$to_w]->port . ", 'block_writes')");
+$r = call($dbh, $pay_sql, $m_half, 'order-1', amount_of('order-1'), 'USD');
+is($r->{rows} ? $r->{rows}[0][0] : $r->{message}, 'in_progress',
+	'a group moved by Citus but not yet by idem_move_shard answers in_progress ...');
+$coord->safe_psql('postgres',
+	"CALL idem_move_shard($half, '" . $workers[$to_w]->host . "', " . $workers[$to_w]->port . ')');
+$r = call($dbh, $pay_sql, $m_half, 'order-1', amount_of('order-1'), 'USD');
+is($r->{rows} ? "$r->{rows}[0][0] $r->{rows}[0][1]" : $r->{message}, "completed $answers{\"$m_half/order-1\"}",
+	'... and once idem_move_shard is called again its keys are on the new node: the payment replays');
+$where = keys_by_worker();
+is($where->{$m_half}, $worker_names[$to_w], 'its keys are on the new node only');
 
 # No key was claimed twice, whatever moved; every acknowledged payment
 # replays where it is now; the ledger, without its unique key, holds one
