@@ -49,6 +49,18 @@ BEGIN
 END
 $$;
 
+-- The deliveries that the refunds of partition part's merchants here were
+-- booked from (their event ids are the ledger's keys), as
+-- idem_webhooks_export gives them.
+CREATE FUNCTION partition_deliveries(part integer, parts integer)
+RETURNS SETOF jsonb LANGUAGE sql STABLE AS $$
+    SELECT e
+    FROM (SELECT array_agg(l.key) AS ids FROM ledger l
+          WHERE l.kind = 'refund' AND in_partition(l.merchant, part, parts)) r,
+         (SELECT DISTINCT source FROM idem.webhooks) s,
+         idem_webhooks_export(s.source, r.ids) e
+$$;
+
 -- The merchants of partition part here, with their ledger, balances,
 -- keys and the deliveries their refunds were booked from, as JSON for
 -- partition_import.
@@ -56,9 +68,7 @@ CREATE FUNCTION partition_export(part integer, parts integer)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
     WITH m AS (SELECT merchant FROM ledger WHERE in_partition(merchant, part, parts)
                UNION SELECT merchant FROM merchant_balances WHERE in_partition(merchant, part, parts)
-               UNION SELECT scope FROM idem.keys WHERE in_partition(scope, part, parts)),
-         refunds AS (SELECT array_agg(l.key) AS ids FROM ledger l
-                     WHERE l.kind = 'refund' AND l.merchant IN (SELECT merchant FROM m))
+               UNION SELECT scope FROM idem.keys WHERE in_partition(scope, part, parts))
     SELECT jsonb_build_object(
         'ledger', coalesce((SELECT jsonb_agg(l) FROM ledger l
                             WHERE l.merchant IN (SELECT merchant FROM m)), '[]'),
@@ -66,9 +76,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
                               WHERE b.merchant IN (SELECT merchant FROM m)), '[]'),
         'keys', coalesce((SELECT jsonb_agg(e)
                           FROM idem_keys_export(ARRAY(SELECT merchant FROM m)) e), '[]'),
-        'deliveries', coalesce((SELECT jsonb_agg(e)
-                                FROM refunds r, (SELECT DISTINCT source FROM idem.webhooks) s,
-                                     idem_webhooks_export(s.source, r.ids) e), '[]'))
+        'deliveries', coalesce((SELECT jsonb_agg(e) FROM partition_deliveries(part, parts) e), '[]'))
 $$;
 
 -- Write what partition_export returned, and serve partition part here.
@@ -96,8 +104,8 @@ BEGIN
             USING HINT = 'Call partition_move_begin first.';
     END IF;
     DELETE FROM idem.webhooks w
-    USING jsonb_to_recordset(partition_export(part, parts) -> 'deliveries') d(source text, event_id text)
-    WHERE w.source = d.source AND w.event_id = d.event_id;
+    USING partition_deliveries(part, parts) d
+    WHERE w.source = d ->> 'source' AND w.event_id = d ->> 'event_id';
     DELETE FROM idem.keys k WHERE in_partition(k.scope, part, parts);
     DELETE FROM ledger l WHERE in_partition(l.merchant, part, parts);
     DELETE FROM merchant_balances b WHERE in_partition(b.merchant, part, parts);
@@ -106,6 +114,7 @@ $$;
 
 REVOKE ALL ON FUNCTION
     partition_move_begin(integer, integer),
+    partition_deliveries(integer, integer),
     partition_export(integer, integer),
     partition_import(integer, integer, jsonb),
     partition_move_end(integer, integer)
