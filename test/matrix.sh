@@ -121,7 +121,7 @@ run_flavour() {
 	case "$flavour" in
 		*-asan) sanitizer_logs=${tree#"$(bash test/servers.sh chroot "$flavour")"}/tmp_check/sanitizer ;;
 	esac
-	IDEM_SANITIZER_LOGS=$sanitizer_logs idem_on_server "$flavour" test/run.sh IDEM_KITS="$kits" 2>&1 | tee "$log"
+	IDEM_SANITIZER_LOGS=$sanitizer_logs idem_on_server "$flavour" test/run.sh IDEM_KITS="$kits" T="${T:-}" 2>&1 | tee "$log"
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
 	passed=$(echo "$line" | sed -nE 's/^([0-9]+) passed.*/\1/p')
 	failed=$(echo "$line" | sed -nE 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/p')

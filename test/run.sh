@@ -196,9 +196,26 @@ if ! idem_private_install; then
 fi
 echo "built with assertions; installed privately in $IDEM_PRIVATE"
 
-mapfile -t regress < <(for f in sql/*.sql; do [ -f "$f" ] && basename "$f" .sql; done | sort)
-mapfile -t specs < <(for f in test/specs/*.spec; do [ -f "$f" ] && basename "$f" .spec; done | sort)
-mapfile -t taps < <(for f in test/t/*.pl; do [ -f "$f" ] && echo "$f"; done | sort)
+# T: the tests to run, as shell patterns separated by spaces or commas,
+# each matched against a test's name (a regression test's or a spec's, a
+# TAP file's with or without its number: 101_crash or crash); unset, all.
+# T=claim runs sql/claim.sql alone; T='claim*' its family too.
+picked() {
+	local name=$1 short=${1#[0-9][0-9][0-9]_} p pats
+	[ -z "${T:-}" ] && return 0
+	IFS=', ' read -ra pats <<<"$T"
+	for p in "${pats[@]}"; do
+		# shellcheck disable=SC2053
+		[[ $name == $p || $short == $p ]] && return 0
+	done
+	return 1
+}
+mapfile -t regress < <(for f in sql/*.sql; do [ -f "$f" ] && picked "$(basename "$f" .sql)" && basename "$f" .sql; done | sort)
+mapfile -t specs < <(for f in test/specs/*.spec; do [ -f "$f" ] && picked "$(basename "$f" .spec)" && basename "$f" .spec; done | sort)
+mapfile -t taps < <(for f in test/t/*.pl; do [ -f "$f" ] && picked "$(basename "$f" .pl)" && echo "$f"; done | sort)
+if [ -n "${T:-}" ] && [ $(( ${#regress[@]} + ${#specs[@]} + ${#taps[@]} )) = 0 ]; then
+	echo "T=$T names no test: see sql/, test/specs/ and test/t/"
+fi
 
 if [ ${#regress[@]} -gt 0 ]; then
 	run_suite regress REGRESS "${regress[@]}"
