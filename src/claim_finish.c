@@ -62,7 +62,7 @@ finish_args(FunctionCallInfo fcinfo, int payload_argno, const char *payload_what
 	args->payload_null = PG_ARGISNULL(payload_argno);
 	args->payload = args->payload_null ? (Datum) 0 : PG_GETARG_DATUM(payload_argno);
 	if (!args->payload_null)
-		idem_check_json_size(args->payload, payload_what);
+		idem_check_value_size(args->payload, payload_what);
 	args->has_token = !PG_ARGISNULL(token_argno);
 	args->token = args->has_token ? PG_GETARG_INT64(token_argno) : 0;
 	args->http_status = 0;

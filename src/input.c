@@ -153,11 +153,26 @@ idem_check_writable(const char *fname)
 	PreventCommandDuringRecovery(fname);
 }
 
-/* A response, error or checkpoint data: at most idem.max_response_size */
-void
-idem_check_json_size(Datum jsonb, const char *what)
+/*
+ * A value's own bytes, as idem.max_response_size counts them: a text's
+ * octets, a jsonb's binary form, uncompressed and without PostgreSQL's
+ * varlena header
+ */
+static Size
+value_bytes(Datum value)
 {
-	Size		size = toast_raw_datum_size(jsonb);
+	struct varlena *v = (struct varlena *) DatumGetPointer(value);
+
+	if (VARATT_IS_EXTERNAL(v) || VARATT_IS_COMPRESSED(v))
+		return toast_raw_datum_size(value) - VARHDRSZ;
+	return VARSIZE_ANY_EXHDR(v);
+}
+
+/* A response, error, checkpoint data or body: at most idem.max_response_size */
+void
+idem_check_value_size(Datum value, const char *what)
+{
+	Size		size = value_bytes(value);
 
 	if (size > (Size) idem_max_response_kb * 1024)
 		ereport(ERROR,

@@ -17,7 +17,7 @@ extern text *idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what
 extern Interval *idem_arg_interval(FunctionCallInfo fcinfo, int argno,
 								   const char *what, int default_secs);
 extern TimestampTz idem_after(TimestampTz from, const Interval *iv, const char *what);
-extern void idem_check_json_size(Datum jsonb, const char *what);
+extern void idem_check_value_size(Datum value, const char *what);
 extern void idem_check_writable(const char *fname);
 extern Datum idem_result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 

@@ -261,12 +261,13 @@ unless ($quick)
 		'ok:true');
 }
 
-# responses, errors and checkpoint data around idem.max_response_size (1MB):
-# a jsonb string of n characters is n + 12 bytes
+# responses, errors and checkpoint data around idem.max_response_size (1MB),
+# which counts a value's bytes without PostgreSQL's varlena header: a jsonb
+# string of n characters is n + 8 bytes
 my $limit = 1024 * 1024;
 for my $d (-1, 0, 1)
 {
-	my $n = $limit - 12 + $d;
+	my $n = $limit - 8 + $d;
 	my $expect = $d > 0 ? 'err:54000' : 'ok';
 	my $k = "size-$id";
 	add("SELECT idem_complete('$k', to_jsonb(repeat('x', $n)))::text", $expect,
@@ -277,7 +278,7 @@ for my $d (-1, 0, 1)
 	$k = "size-$id";
 	add("SELECT idem_checkpoint('$k', 'p', to_jsonb(repeat('x', $n)))::text", $expect,
 		"SELECT idem_claim('$k')");
-	# a body of n + 8 characters is a text of n + 12 bytes
+	# a body of n + 8 characters is n + 8 bytes
 	$k = "size-$id";
 	add("SELECT idem_http_respond('$k', 201, '\"' || repeat('x', $n + 6) || '\"')::text",
 		$expect, "SELECT idem_http_claim('$k', lease => '1 min')");
