@@ -30,6 +30,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/jsonb.h"
+#include "utils/resowner.h"
 #include "utils/timestamp.h"
 
 #include "claim.h"
@@ -369,6 +370,64 @@ idem_claim_key(text *key, bytea *fp, text *scope, const Interval *lease,
 }
 
 /*
+ * A replayed body as jsonb.  idem_http_respond stores only bodies jsonb
+ * reads; before 1.7 it checked them with json, which accepts what jsonb
+ * refuses (\u0000, a number beyond numeric), and idem_keys_import did not
+ * check them.  Such a body replays as a JSON string of its text, so that
+ * the key keeps answering as it was finished.
+ *
+ * jsonb_in has no soft errors on every version idem builds against, so its
+ * error is caught in a subtransaction, which releases whatever the error
+ * left.  Nothing of idem's is open here: the claim has closed the table
+ * and released the key lock.  Only the errors of bad input fall back;
+ * others (a cancel, memory) are raised.
+ */
+static Datum
+claim_body_as_jsonb(text *body)
+{
+	MemoryContext caller_context = CurrentMemoryContext;
+	ResourceOwner caller_owner = CurrentResourceOwner;
+	char	   *cstr = text_to_cstring(body);
+	volatile Datum result = (Datum) 0;
+	volatile bool parsed = true;
+	JsonbValue	string;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(caller_context);
+	PG_TRY();
+	{
+		result = DirectFunctionCall1(jsonb_in, CStringGetDatum(cstr));
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller_context);
+		CurrentResourceOwner = caller_owner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(caller_context);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(caller_context);
+		CurrentResourceOwner = caller_owner;
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
+			ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+			ReThrowError(edata);
+		FreeErrorData(edata);
+		parsed = false;
+	}
+	PG_END_TRY();
+	if (parsed)
+		return result;
+
+	string.type = jbvString;
+	string.val.string.val = VARDATA_ANY(body);
+	string.val.string.len = VARSIZE_ANY_EXHDR(body);
+	return JsonbPGetDatum(JsonbValueToJsonb(&string));
+}
+
+/*
  * idem_claim(key, fingerprint, scope, lease, ttl, nowait): take the key for
  * a new attempt, or say why not.  A key finished by idem_http_respond
  * replays its body as jsonb.
@@ -387,8 +446,7 @@ idem_claim(PG_FUNCTION_ARGS)
 	idem_claim_key(key, fp, scope, lease, ttl, nowait, &answer);
 	if (answer.body != NULL && answer.nulls[CLAIM_RESPONSE])
 	{
-		answer.values[CLAIM_RESPONSE] = DirectFunctionCall1(jsonb_in,
-															CStringGetDatum(text_to_cstring(answer.body)));
+		answer.values[CLAIM_RESPONSE] = claim_body_as_jsonb(answer.body);
 		answer.nulls[CLAIM_RESPONSE] = false;
 	}
 	idem_stats_count(answer.counted, 1);

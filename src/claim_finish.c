@@ -11,6 +11,7 @@
 
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
+#include "utils/jsonb.h"
 #include "utils/timestamp.h"
 
 #include "claim.h"
@@ -50,7 +51,7 @@ typedef struct FinishArgs
 } FinishArgs;
 
 /*
- * Read and check the shared arguments: key first, then the jsonb payload
+ * Read and check the shared arguments: key first, then the payload
  * (size-checked), scope and token at the positions of the function.
  */
 static void
@@ -292,6 +293,35 @@ idem_fail(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* The context of an error in a body that jsonb refuses */
+static void
+respond_body_context(void *arg)
+{
+	errcontext("idem_http_respond checks the body as jsonb, which is how idem_claim replays it");
+}
+
+/*
+ * Refuse a body that idem_claim could not replay: it reads the body with
+ * jsonb_in, which refuses what json accepts and jsonb cannot hold (\u0000,
+ * a \u escape the database encoding has not, a number beyond numeric).
+ * jsonb_in's own error is raised, with its SQLSTATE.  One parse, as 1.6's
+ * check with json_in was.
+ */
+static void
+respond_check_body(text *body)
+{
+	ErrorContextCallback context;
+	Datum		jsonb;
+
+	context.callback = respond_body_context;
+	context.arg = NULL;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+	jsonb = DirectFunctionCall1(jsonb_in, CStringGetDatum(text_to_cstring(body)));
+	error_context_stack = context.previous;
+	pfree(DatumGetPointer(jsonb));
+}
+
 /*
  * idem_http_respond(key, http_status, body, scope, token): finish the
  * attempt with the HTTP response exactly as the application sends it, to
@@ -318,8 +348,7 @@ idem_http_respond(PG_FUNCTION_ARGS)
 	if (!args.payload_null)
 	{
 		args.body = PG_GETARG_TEXT_P(2);
-		/* a JSON body, as a replay through idem_claim returns it as jsonb */
-		DirectFunctionCall1(json_in, CStringGetDatum(text_to_cstring(args.body)));
+		respond_check_body(args.body);
 		args.payload_null = true;
 	}
 	args.http_status = (int16) http_status;
