@@ -77,6 +77,21 @@ SELECT pg_temp.err(format('SELECT idem_complete(%L, to_jsonb(repeat(%L, 1016)), 
 SELECT octet_length(response #>> '{}') FROM idem_claim('r-size-2');
 RESET idem.max_response_size;
 
+-- a value whose text, as jsonb prints it, would not fit in memory cannot be
+-- replayed (idem_http_claim prints it, a client reads idem_claim's): 1e131071
+-- is 10 bytes of jsonb and 131072 of text.  Refused when written.
+SELECT token AS t FROM idem_http_claim('r-print', lease => '1 min') \gset
+SELECT pg_temp.err(format('SELECT idem_complete(%L, (SELECT jsonb_agg(%L::numeric) FROM generate_series(1, 9000)), token => %s)',
+                          'r-print', '1e131071', :t));
+SELECT pg_temp.err(format('SELECT idem_http_respond(%L, 200, %L, token => %s)',
+                          'r-print', '[' || repeat('1e131071,', 9000) || '1]', :t));
+SELECT state, response IS NULL AS no_response, body IS NULL AS no_body FROM idem.keys WHERE key = 'r-print';
+-- large values that print in less are read through and accepted
+SELECT idem_complete('r-print', (SELECT jsonb_agg(jsonb_build_array('1e131071'::numeric, repeat(E'\n', 1000), 'x'))
+                                   FROM generate_series(1, 100)), token => :t);
+SELECT status, http_status, octet_length(body) FROM idem_http_claim('r-print');
+SELECT octet_length(response::text) FROM idem_claim('r-print');
+
 -- a body stored before this check (1.4 to 1.6 checked it with json, and
 -- idem_keys_import not at all) that jsonb cannot read still replays:
 -- idem_http_claim gives its bytes, idem_claim the status and the body as a

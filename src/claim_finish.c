@@ -51,19 +51,24 @@ typedef struct FinishArgs
 } FinishArgs;
 
 /*
- * Read and check the shared arguments: key first, then the payload
- * (size-checked), scope and token at the positions of the function.
+ * Read and check the shared arguments: key first, then the payload (its
+ * size, and a jsonb's text, which a replay prints), scope and token at the
+ * positions of the function.
  */
 static void
 finish_args(FunctionCallInfo fcinfo, int payload_argno, const char *payload_what,
-			int scope_argno, int token_argno, FinishArgs *args)
+			bool payload_is_jsonb, int scope_argno, int token_argno, FinishArgs *args)
 {
 	args->key = idem_arg_key(fcinfo, 0, "key");
 	args->scope = idem_arg_scope(fcinfo, scope_argno, "scope");
 	args->payload_null = PG_ARGISNULL(payload_argno);
 	args->payload = args->payload_null ? (Datum) 0 : PG_GETARG_DATUM(payload_argno);
 	if (!args->payload_null)
+	{
 		idem_check_value_size(args->payload, payload_what);
+		if (payload_is_jsonb)
+			idem_check_json_prints(args->payload, payload_what);
+	}
 	args->has_token = !PG_ARGISNULL(token_argno);
 	args->token = args->has_token ? PG_GETARG_INT64(token_argno) : 0;
 	args->http_status = 0;
@@ -270,7 +275,7 @@ idem_complete(PG_FUNCTION_ARGS)
 {
 	FinishArgs	args;
 
-	finish_args(fcinfo, 1, "response", 2, 3, &args);
+	finish_args(fcinfo, 1, "response", true, 2, 3, &args);
 	finish_attempt(FINISH_COMPLETE, &args, NULL, NULL, "idem_complete");
 	idem_stats_count(IDEM_STAT_COMPLETED, 1);
 	PG_RETURN_VOID();
@@ -282,7 +287,7 @@ idem_fail(PG_FUNCTION_ARGS)
 {
 	FinishArgs	args;
 
-	finish_args(fcinfo, 1, "error", 3, 4, &args);
+	finish_args(fcinfo, 1, "error", true, 3, 4, &args);
 	if (PG_ARGISNULL(2))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -305,7 +310,7 @@ respond_body_context(void *arg)
  * jsonb_in, which refuses what json accepts and jsonb cannot hold (\u0000,
  * a \u escape the database encoding has not, a number beyond numeric).
  * jsonb_in's own error is raised, with its SQLSTATE.  One parse, as 1.6's
- * check with json_in was.
+ * check with json_in was; the jsonb made is checked as a response is.
  */
 static void
 respond_check_body(text *body)
@@ -319,6 +324,7 @@ respond_check_body(text *body)
 	error_context_stack = &context;
 	jsonb = DirectFunctionCall1(jsonb_in, CStringGetDatum(text_to_cstring(body)));
 	error_context_stack = context.previous;
+	idem_check_json_prints(jsonb, "body");
 	pfree(DatumGetPointer(jsonb));
 }
 
@@ -333,7 +339,7 @@ idem_http_respond(PG_FUNCTION_ARGS)
 	FinishArgs	args;
 	int32		http_status;
 
-	finish_args(fcinfo, 2, "body", 3, 4, &args);
+	finish_args(fcinfo, 2, "body", false, 3, 4, &args);
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -366,7 +372,7 @@ idem_checkpoint(PG_FUNCTION_ARGS)
 	text	   *phase;
 	Interval   *lease;
 
-	finish_args(fcinfo, 2, "data", 3, 4, &args);
+	finish_args(fcinfo, 2, "data", true, 3, 4, &args);
 	phase = idem_arg_key(fcinfo, 1, "phase");
 	lease = idem_arg_interval(fcinfo, 5, "lease", idem_lease_secs);
 	finish_attempt(FINISH_CHECKPOINT, &args, phase, lease, "idem_checkpoint");

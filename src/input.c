@@ -13,6 +13,7 @@
 #include "miscadmin.h"
 #include "utils/fmgrprotos.h"
 #include "utils/inval.h"
+#include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
@@ -168,7 +169,11 @@ value_bytes(Datum value)
 	return VARSIZE_ANY_EXHDR(v);
 }
 
-/* A response, error, checkpoint data or body: at most idem.max_response_size */
+/*
+ * A response, error, checkpoint data or body: at most
+ * idem.max_response_size, and at most IDEM_MAX_REPLAY_TEXT, so that a
+ * replay's result row fits in memory whatever the setting
+ */
 void
 idem_check_value_size(Datum value, const char *what)
 {
@@ -180,6 +185,90 @@ idem_check_value_size(Datum value, const char *what)
 				 errmsg("%s is too large", what),
 				 errdetail("It is %zu bytes; idem.max_response_size is %d kB.",
 						   size, idem_max_response_kb)));
+	if (size > IDEM_MAX_REPLAY_TEXT)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("%s is too large to replay", what),
+				 errdetail("It is %zu bytes; a replay holds at most %d MB.",
+						   size, IDEM_MAX_REPLAY_TEXT / (1024 * 1024))));
+}
+
+/*
+ * The most bytes of text one byte of jsonb prints as: an array element
+ * that is a numeric of one digit with the largest weight and scale is 14
+ * bytes of jsonb (its JEntry, a 10-byte numeric) and 147459 of text
+ * ("-1", 131068 zeros, ".", 16383 zeros, ", ").  Nothing prints longer
+ * for its size.
+ */
+#define JSON_TEXT_PER_BYTE	10600
+
+/* The length of a jsonb scalar's text, as JsonbToCString prints it */
+static Size
+json_scalar_text_len(JsonbValue *v)
+{
+	Size		len = 2;		/* quotes */
+	char	   *num;
+
+	switch (v->type)
+	{
+		case jbvNull:
+			return 4;
+		case jbvBool:
+			return 5;
+		case jbvNumeric:
+			num = DatumGetCString(DirectFunctionCall1(numeric_out,
+													  NumericGetDatum(v->val.numeric)));
+			len = strlen(num);
+			pfree(num);
+			return len;
+		case jbvString:
+			/* as escape_json escapes */
+			for (int i = 0; i < v->val.string.len; i++)
+			{
+				unsigned char c = (unsigned char) v->val.string.val[i];
+
+				len += (c == '"' || c == '\\' || c == '\b' || c == '\f' ||
+						c == '\n' || c == '\r' || c == '\t') ? 2 : c < ' ' ? 6 : 1;
+			}
+			return len;
+		default:
+			elog(ERROR, "unexpected jsonb scalar type %d", (int) v->type);
+	}
+	return 0;					/* keep compiler quiet */
+}
+
+/*
+ * A jsonb value that a replay prints (idem_http_claim as its body, a
+ * client reading idem_claim's response): its text must fit in memory.  A
+ * value of up to IDEM_MAX_REPLAY_TEXT / JSON_TEXT_PER_BYTE bytes (about
+ * 100 kB) always does; a larger one is read through, counting its text
+ * from above (each token as if it had a separator).
+ */
+void
+idem_check_json_prints(Datum jsonb, const char *what)
+{
+	Jsonb	   *jb;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	Size		len = 0;
+
+	if (value_bytes(jsonb) <= IDEM_MAX_REPLAY_TEXT / JSON_TEXT_PER_BYTE)
+		return;
+	jb = DatumGetJsonbP(jsonb);
+	it = JsonbIteratorInit(&jb->root);
+	while ((tok = JsonbIteratorNext(&it, &v, false)) != WJB_DONE)
+	{
+		len += 2;				/* a bracket, ", " or ": " */
+		if (tok == WJB_KEY || tok == WJB_VALUE || tok == WJB_ELEM)
+			len += json_scalar_text_len(&v);
+		if (len > IDEM_MAX_REPLAY_TEXT)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("%s is too large to replay", what),
+					 errdetail("As jsonb prints it, its text is over %d MB, the most a replay holds.",
+							   IDEM_MAX_REPLAY_TEXT / (1024 * 1024))));
+	}
 }
 
 /*
