@@ -189,23 +189,9 @@ sub weighted
 }
 
 # ---------------------------------------------------------------------
-# Sessions
-sub session
-{
-	my $dbh = DBI->connect(
-		'dbi:Pg:dbname=postgres;host=' . $node->host . ';port=' . $node->port,
-		'', '',
-		{
-			AutoCommit => 1,
-			RaiseError => 0,
-			PrintError => 0,
-			PrintWarn => 0,
-			pg_server_prepare => 0
-		}) or die "cannot connect: $DBI::errstr";
-	# guards against a hang only: no statement here ever waits
-	$dbh->do("SET statement_timeout = '60s'") or die $dbh->errstr;
-	return $dbh;
-}
+# Sessions (their statement_timeout guards against a hang only: no
+# statement here ever waits)
+sub session { return idem_dbi($node); }
 
 # Run one statement: { rows => [[...], ...] } or { error => SQLSTATE,
 # message => ..., lost => 1 when the connection is gone }

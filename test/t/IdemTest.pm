@@ -1,7 +1,8 @@
-# Set-up shared by idem's TAP tests: a started node with idem preloaded, the
-# SQL of sqlstate_of(), which the tests install where they need it, the
-# check that skips a test whose extension this server lacks, a pgbouncer in
-# front of a node, and a storm of forked clients that start together.
+# Set-up shared by idem's TAP tests: a started node with idem preloaded, a
+# DBI session to it, the SQL of sqlstate_of(), which the tests install where
+# they need it, the check that skips a test whose extension this server
+# lacks, a pgbouncer in front of a node, and a storm of forked clients that
+# start together.
 package IdemTest;
 
 use strict;
@@ -17,7 +18,7 @@ use Storable qw(retrieve store);
 use Test::More;
 use Time::HiRes qw(usleep);
 
-our @EXPORT = qw(idem_node require_extension older_servers idem_pgbouncer fork_storm
+our @EXPORT = qw(idem_node idem_dbi require_extension older_servers idem_pgbouncer fork_storm
   $SQLSTATE_OF $PGBOUNCER);
 
 # Debian's pgbouncer: the tests that need it skip without it.
@@ -47,6 +48,27 @@ sub idem_node
 		"shared_preload_libraries = 'idem'\nidem.purge_interval = 0\n" . ($conf // ''));
 	$node->start;
 	return $node;
+}
+
+# A DBI session to the database postgres of $node that reports errors
+# instead of raising them, and sends each statement as its text (no
+# server-side prepare); a statement_timeout of 60 s guards against a hang.
+sub idem_dbi
+{
+	my ($node) = @_;
+	require DBI;
+	my $dbh = DBI->connect(
+		'dbi:Pg:dbname=postgres;host=' . $node->host . ';port=' . $node->port,
+		'', '',
+		{
+			AutoCommit => 1,
+			RaiseError => 0,
+			PrintError => 0,
+			PrintWarn => 0,
+			pg_server_prepare => 0
+		}) or die "cannot connect: $DBI::errstr";
+	$dbh->do("SET statement_timeout = '60s'") or die $dbh->errstr;
+	return $dbh;
 }
 
 # The older servers with idem that the tests across major versions carry
