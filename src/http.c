@@ -22,13 +22,17 @@
  * waits, where pg_locks shows it.  The wait runs in a subtransaction with
  * a lock timeout at the deadline; when the timeout fires, the
  * subtransaction is rolled back and the answer is in_progress, so the
- * caller's transaction goes on.  Only a claim that has to wait pays for
- * the subtransaction: the first try never waits.
+ * caller's transaction goes on.  The session's lock_timeout does not apply
+ * to it; its statement_timeout and a cancel do, as to any statement.  Only
+ * a claim that has to wait pays for the subtransaction: the first try
+ * never waits.
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/resowner.h"
 #include "utils/timeout.h"
@@ -86,7 +90,22 @@ http_retry_seconds(Interval *iv)
 /*
  * Claim the key, waiting for another transaction that holds it until
  * deadline at the latest; false if the time ran out first (nothing of the
- * try is left).  Any other error is raised as it is.
+ * try is left).  Any other error, a statement timeout or a cancel among
+ * them, is raised as it is.
+ *
+ * The deadline is a LOCK_TIMEOUT enabled once for the whole claim, which
+ * may wait more than once (for the key lock, then for the transaction that
+ * wrote the row).  Each lock wait of core (ProcSleep) enables LOCK_TIMEOUT
+ * itself from lock_timeout when that is set, replacing the deadline, and
+ * disables it when the wait ends; so lock_timeout is 0 during the claim,
+ * set as a function's SET clause sets it, and the session's value comes
+ * back however the subtransaction ends.
+ *
+ * The timeout may fire just as the lock is granted: its cancel is then
+ * pending when the claim returns.  It is taken here, while its indicator
+ * still says that it is the lock timeout and the try can be rolled back;
+ * with the indicator cleared, it would cancel the caller's next statement
+ * as a user's cancel, aborting the transaction.
  */
 static bool
 http_claim_until(text *key, bytea *fp, text *scope, const Interval *lease,
@@ -100,9 +119,16 @@ http_claim_until(text *key, bytea *fp, text *scope, const Interval *lease,
 	MemoryContextSwitchTo(caller_context);
 	PG_TRY();
 	{
+		int			guc_level = NewGUCNestLevel();
+
+		(void) set_config_option("lock_timeout", "0", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 		enable_timeout_at(LOCK_TIMEOUT, deadline);
 		idem_claim_key(key, fp, scope, lease, ttl, false, answer);
-		disable_timeout(LOCK_TIMEOUT, false);
+		disable_timeout(LOCK_TIMEOUT, true);
+		/* a deadline that fired as the lock came raises lock_not_available */
+		CHECK_FOR_INTERRUPTS();
+		AtEOXact_GUC(true, guc_level);
 		/* the claim, its lock and its memory become the caller's */
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(caller_context);
@@ -116,6 +142,7 @@ http_claim_until(text *key, bytea *fp, text *scope, const Interval *lease,
 		MemoryContextSwitchTo(caller_context);
 		edata = CopyErrorData();
 		FlushErrorState();
+		/* restores lock_timeout too */
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(caller_context);
 		CurrentResourceOwner = caller_owner;
