@@ -489,9 +489,7 @@ idem_lookup(PG_FUNCTION_ARGS)
 
 		funcctx = SRF_FIRSTCALL_INIT();
 		oldcontext = MemoryContextSwitchTo(funcctx->multi_call_memory_ctx);
-		if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type must be a row type");
-		tupdesc = BlessTupleDesc(tupdesc);
+		tupdesc = BlessTupleDesc(idem_call_result_desc(fcinfo));
 
 		idem_store_open(&st, IDEM_KEYS, false);
 		if (mine != NULL && mine->pending)

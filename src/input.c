@@ -272,6 +272,34 @@ idem_check_json_prints(Datum jsonb, const char *what)
 }
 
 /*
+ * The descriptor of the row that the function being called returns (its
+ * OUT parameters), read from its pg_proc row, in the current memory
+ * context.  Another session may have dropped the function since this
+ * statement looked it up (DROP EXTENSION idem, seen at the first lock the
+ * call takes): that is 42883, as for any function that does not exist, not
+ * the catalog's internal error.  A retry plans the statement again.
+ */
+TupleDesc
+idem_call_result_desc(FunctionCallInfo fcinfo)
+{
+	Oid			fn_oid = fcinfo->flinfo->fn_oid;
+	HeapTuple	proctup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
+	TupleDesc	tupdesc;
+
+	if (!HeapTupleIsValid(proctup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("function of extension \"idem\" was dropped during the call"),
+				 errdetail("Another session dropped the extension, or dropped and created it again, after this statement looked up the function (OID %u).", fn_oid),
+				 errhint("Retry the call: a prepared statement is planned again with the functions that exist now.")));
+	tupdesc = build_function_result_tupdesc_t(proctup);
+	ReleaseSysCache(proctup);
+	if (tupdesc == NULL)
+		elog(ERROR, "return type must be a row type");
+	return tupdesc;
+}
+
+/*
  * The result descriptors of idem's functions that return a row, by
  * function OID, kept for the backend's life: a statement that calls one in
  * FROM gets a new FmgrInfo each time, and building the descriptor reads
@@ -326,9 +354,7 @@ result_desc(FunctionCallInfo fcinfo)
 	}
 	/* built in the call's memory; only the descriptor is kept */
 	oldcontext = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	tupdesc = BlessTupleDesc(tupdesc);
+	tupdesc = BlessTupleDesc(idem_call_result_desc(fcinfo));
 	MemoryContextSwitchTo(oldcontext);
 	if (slot != NULL && OidIsValid(fn_oid))
 	{

@@ -8,6 +8,7 @@
 
 #include "idem.h"
 
+#include "access/tupdesc.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 
@@ -27,6 +28,7 @@ extern TimestampTz idem_after(TimestampTz from, const Interval *iv, const char *
 extern void idem_check_value_size(Datum value, const char *what);
 extern void idem_check_json_prints(Datum jsonb, const char *what);
 extern void idem_check_writable(const char *fname);
+extern TupleDesc idem_call_result_desc(FunctionCallInfo fcinfo);
 extern Datum idem_result_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
 
 #endif							/* IDEM_INPUT_H */

@@ -189,7 +189,11 @@ idem_purge_backlog(PG_FUNCTION_ARGS)
 	static const char *const names[] = {"keys", "webhooks"};
 	int			i;
 
-	InitMaterializedSRF(fcinfo, 0);
+	/*
+	 * The caller's descriptor, not the catalog's: the function may have been
+	 * dropped since the statement looked it up (DROP EXTENSION idem)
+	 */
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	for (i = 0; i < lengthof(tables); i++)
 	{
 		int64		expired;

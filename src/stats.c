@@ -34,6 +34,7 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "input.h"
 #include "stats.h"
 
 /* Databases with counters at once; doc/operations.md states the limit */
@@ -316,14 +317,11 @@ idem_stats_rows(FunctionCallInfo fcinfo, int ncols)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("materialize mode required, but it is not allowed in this context")));
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	if (tupdesc->natts != ncols)
-		elog(ERROR, "incorrect number of output arguments");
-
 	per_query_ctx = rsinfo->econtext->ecxt_per_query_memory;
 	oldcontext = MemoryContextSwitchTo(per_query_ctx);
-	tupdesc = CreateTupleDescCopy(tupdesc);
+	tupdesc = idem_call_result_desc(fcinfo);
+	if (tupdesc->natts != ncols)
+		elog(ERROR, "incorrect number of output arguments");
 	tupstore = tuplestore_begin_heap(true, false, work_mem);
 	rsinfo->returnMode = SFRM_Materialize;
 	rsinfo->setResult = tupstore;
