@@ -76,7 +76,7 @@ typedef struct StoreOids
 static StoreOids oids;
 static bool callback_registered = false;
 
-static void store_lookup(void);
+static const char *store_lookup(void);
 
 /*
  * idem.wal_compression: how the full-page images of idem's own writes are
@@ -188,48 +188,61 @@ store_relcache_callback(Datum arg, Oid relid)
 		oids_generation++;
 }
 
-/* One relation of schema idem, or an error that says how to get it */
-static Oid
-store_relid(Oid nsp, const char *name)
-{
-	Oid			relid = get_relname_relid(name, nsp);
-
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation \"idem.%s\" does not exist", name),
-				 errhint("The idem extension is not installed correctly in this database: DROP and CREATE EXTENSION idem.")));
-	return relid;
-}
-
 /*
  * Resolve the OIDs of idem's relations, once per backend and invalidation.
  * The catalog reads may take in invalidations: one that arrives meanwhile
  * leaves them unsettled (oids.valid false), to be looked up again by the
- * next call.  store_open_heap settles them under the table's lock.
+ * next call.  store_open_heap settles them under the table's lock.  A
+ * relation found missing while invalidations arrived may have been looked
+ * for in a schema dropped and created again meanwhile (DROP and CREATE
+ * EXTENSION in another session): it is looked up again, as
+ * RangeVarGetRelidExtended does, and is reported missing only from a
+ * lookup that no invalidation disturbed.
  */
 static void
 store_resolve(void)
 {
-	uint64		generation = oids_generation;
+	uint64		generation;
+	const char *volatile missing;
 
 	if (oids.valid)
 		return;
-	resolving = true;
-	PG_TRY();
+	for (;;)
 	{
-		store_lookup();
+		CHECK_FOR_INTERRUPTS();
+		generation = oids_generation;
+		resolving = true;
+		PG_TRY();
+		{
+			missing = store_lookup();
+		}
+		PG_FINALLY();
+		{
+			resolving = false;
+		}
+		PG_END_TRY();
+		if (missing == NULL || generation == oids_generation)
+			break;
 	}
-	PG_FINALLY();
-	{
-		resolving = false;
-	}
-	PG_END_TRY();
-	oids.valid = (generation == oids_generation);
+	if (missing == NULL)
+		oids.valid = (generation == oids_generation);
+	else if (strcmp(missing, "idem") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_SCHEMA),
+				 errmsg("schema \"idem\" does not exist"),
+				 errhint("Run CREATE EXTENSION idem in this database; if another session is dropping it and creating it again, retry the call.")));
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"idem.%s\" does not exist", missing),
+				 errhint("If another session is dropping the idem extension and creating it again, retry the call; else idem is not installed correctly in this database: DROP and CREATE EXTENSION idem.")));
 }
 
-/* Look up the OIDs of idem's relations (store_resolve) */
-static void
+/*
+ * Look up the OIDs of idem's relations (store_resolve); answers the name of
+ * one that is missing ("idem": the schema), or NULL if none is
+ */
+static const char *
 store_lookup(void)
 {
 	Oid			nsp;
@@ -242,22 +255,23 @@ store_lookup(void)
 	}
 	nsp = get_namespace_oid("idem", true);
 	if (!OidIsValid(nsp))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_SCHEMA),
-				 errmsg("schema \"idem\" does not exist"),
-				 errhint("Run CREATE EXTENSION idem in this database.")));
+		return "idem";
 	for (i = 0; i < IDEM_NTABLES; i++)
 	{
+		oids.heap[i] = get_relname_relid(idem_store_heap_names[i], nsp);
+		oids.pkey[i] = InvalidOid;
 		/* before ALTER EXTENSION UPDATE to 1.3 there is no sources table */
-		if (i == IDEM_SOURCES && !OidIsValid(get_relname_relid(idem_store_heap_names[i], nsp)))
-		{
-			oids.heap[i] = oids.pkey[i] = InvalidOid;
+		if (i == IDEM_SOURCES && !OidIsValid(oids.heap[i]))
 			continue;
-		}
-		oids.heap[i] = store_relid(nsp, idem_store_heap_names[i]);
-		oids.pkey[i] = store_relid(nsp, idem_store_pkey_names[i]);
+		if (!OidIsValid(oids.heap[i]))
+			return idem_store_heap_names[i];
+		oids.pkey[i] = get_relname_relid(idem_store_pkey_names[i], nsp);
+		if (!OidIsValid(oids.pkey[i]))
+			return idem_store_pkey_names[i];
 	}
-	oids.token_seq = store_relid(nsp, "token_seq");
+	oids.token_seq = get_relname_relid("token_seq", nsp);
+	if (!OidIsValid(oids.token_seq))
+		return "token_seq";
 	oids.outside_write = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
 										 CStringGetDatum("expiry_outside_write"),
 										 PointerGetDatum(buildoidvector(NULL, 0)),
@@ -268,9 +282,17 @@ store_lookup(void)
 	 * index of that name is a user's, like any other.
 	 */
 	for (i = 0; i < IDEM_NTABLES; i++)
-		oids.expires[i] = OidIsValid(oids.heap[i]) && idem_store_expires_names[i] != NULL &&
-			!OidIsValid(oids.outside_write) ?
-			store_relid(nsp, idem_store_expires_names[i]) : InvalidOid;
+	{
+		oids.expires[i] = InvalidOid;
+		if (OidIsValid(oids.heap[i]) && idem_store_expires_names[i] != NULL &&
+			!OidIsValid(oids.outside_write))
+		{
+			oids.expires[i] = get_relname_relid(idem_store_expires_names[i], nsp);
+			if (!OidIsValid(oids.expires[i]))
+				return idem_store_expires_names[i];
+		}
+	}
+	return NULL;
 }
 
 /*
