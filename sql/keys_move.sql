@@ -26,7 +26,8 @@ SELECT status FROM idem_claim('mv-other', scope => 'm2');
 SELECT idem_webhook('psp', 'evt_1'), idem_webhook('psp', 'evt_2'), idem_webhook('psp', 'evt_9');
 SELECT pg_sleep(0.05);
 
--- the export: m1's live keys (not the expired one), every field
+-- the export: m1's live keys (not the expired one), every field that is
+-- not SQL NULL
 SELECT count(*) AS exported, string_agg(e ->> 'key', ',') AS keys,
        min(jsonb_object_keys_count) AS fields
 FROM (SELECT e, (SELECT count(*) FROM jsonb_object_keys(e)) AS jsonb_object_keys_count
@@ -84,7 +85,8 @@ DO $$
 BEGIN
     PERFORM idem_keys_import(jsonb_build_array(
         jsonb_build_object('scope', 'm9', 'key', 'fresh', 'state', 'completed', 'token', 1,
-                           'attempt', 1, 'created_at', now(), 'expires_at', now() + interval '1 day'),
+                           'attempt', 1, 'created_at', now(), 'completed_at', now(),
+                           'expires_at', now() + interval '1 day'),
         (SELECT e || '{"token": 1}' FROM idem_keys_export(ARRAY['m2']) e)));
 EXCEPTION WHEN unique_violation THEN
     RAISE NOTICE 'refused: %', regexp_replace(SQLERRM, 'token \d+', 'token N');

@@ -19,10 +19,14 @@
 # idem.expiry_outside_write, idem.purge_backlog and the export and import
 # of keys and deliveries, keeping every other member, row, source and
 # grant (until the update the new library purges through the indexes, after
-# it by sweeping the tables); 1.0 to 1.5 each update straight to 1.6 with
-# their rows and grants; a fresh CREATE EXTENSION (1.0 followed by the
-# update scripts) gives the same objects, the same idem.keys and the same
-# comments; DROP EXTENSION leaves nothing behind in the catalogs.
+# it by sweeping the tables); from 1.6 to 1.7 it replaces the export and
+# import of keys and deliveries in place (a role granted them keeps its
+# grant) and adds their helpers in schema idem, keeping every row, the
+# token sequence's settings and every grant, and a 1.6 export imports
+# under 1.7; 1.0 to 1.6 each update straight to 1.7 with their rows and
+# grants; a fresh CREATE EXTENSION (1.0 followed by the update scripts)
+# gives the same objects, the same idem.keys and the same comments; DROP
+# EXTENSION leaves nothing behind in the catalogs.
 use strict;
 use warnings;
 
@@ -548,8 +552,8 @@ UPDATE idem.keys SET expires_at = now() - interval '1 s', lease_until = now() - 
 WHERE key = 'p-old-3';
 });
 $rows_15 = rows_of('up');
-sql('up', 'ALTER EXTENSION idem UPDATE');
-is(sql('up', $version_q), '1.6', 'ALTER EXTENSION idem UPDATE goes on to 1.6');
+sql('up', "ALTER EXTENSION idem UPDATE TO '1.6'");
+is(sql('up', $version_q), '1.6', "ALTER EXTENSION idem UPDATE TO '1.6' goes on to 1.6");
 is(sql('up', $indexes_q), 'idem.keys_pkey idem.webhooks_pkey', 'the update drops the indexes on expires_at');
 is( sql('up', $member_oids_q . q{ AND NOT (classid = 'pg_proc'::regclass
         AND objid IN ('idem.expiry_outside_write()'::regprocedure, 'idem.purge_backlog()'::regprocedure,
@@ -582,10 +586,78 @@ SELECT string_agg(key, ' ' ORDER BY key) FROM idem.keys WHERE key LIKE 'p-%'}),
 	"1\np-leased p-live",
 	'after the update the purge sweeps: the key expired before it goes, the live and the leased ones stay');
 
-# --- 1.0, 1.1, 1.2, 1.3, 1.4 and 1.5 each straight to 1.6 ---
+# --- 1.6 to 1.7: imports that keep fencing ---
+
+# A role granted the move functions under 1.6, keys completed with the
+# JSON value null and with none, and the sequence with settings of its
+# own; a 1.6 export of the keys, which carries every field and null for
+# SQL NULL and for the JSON value null alike
+sql('up', q{
+CREATE ROLE mover;
+GRANT EXECUTE ON FUNCTION idem_keys_export(text[]), idem_keys_import(jsonb),
+    idem_webhooks_export(text, text[]), idem_webhooks_import(jsonb) TO mover;
+SELECT idem_complete('q-null', 'null', scope => 'q', token => (SELECT token FROM idem_claim('q-null', scope => 'q')));
+SELECT idem_complete('q-none', scope => 'q', token => (SELECT token FROM idem_claim('q-none', scope => 'q')));
+ALTER SEQUENCE idem.token_seq INCREMENT BY 3 CACHE 2;
+});
+my $export_16 = sql('up', q{SELECT jsonb_agg(e ORDER BY e ->> 'key') FROM idem_keys_export(ARRAY['q']) e});
+is( sql('up', qq{SELECT string_agg((SELECT count(*) FROM jsonb_object_keys(e)) || ' ' || (e -> 'response'), ', ')
+                 FROM jsonb_array_elements(\$j\$$export_16\$j\$) e}),
+	'15 null, 15 null', 'a 1.6 export writes every field, null for SQL NULL and the JSON value null alike');
+my $acls_16 = sql('up', $acls_q);
+my $rows_16 = rows_of('up');
+my $sources_16 = sql('up', $sources_q);
+my $member_oids_16 = sql('up', $member_oids_q);
+my $seq_settings_q = q{SELECT seqincrement, seqcache, seqmax FROM pg_sequence WHERE seqrelid = 'idem.token_seq'::regclass};
+my $seq_settings_16 = sql('up', $seq_settings_q);
+
+sql('up', 'ALTER EXTENSION idem UPDATE');
+is(sql('up', $version_q), '1.7', 'ALTER EXTENSION idem UPDATE goes on to 1.7');
+is( sql('up', $member_oids_q . q{ AND NOT (classid = 'pg_proc'::regclass
+        AND objid IN ('idem.max_response_bytes()'::regprocedure,
+                      'idem.import_raise(text, bigint, text, text, text, text)'::regprocedure,
+                      'idem.import_text(jsonb, text, integer, integer)'::regprocedure,
+                      'idem.import_time(jsonb, text)'::regprocedure,
+                      'idem.import_integer(jsonb, text)'::regprocedure,
+                      'idem.import_json(jsonb, text, boolean, bigint)'::regprocedure,
+                      'idem.import_key(jsonb, bigint, bigint)'::regprocedure))}),
+	$member_oids_16,
+	'the update to 1.7 adds the helpers of the imports and drops or re-creates no member: each keeps its oid');
+is( sql('up', q{SELECT string_agg(has_function_privilege('public', p.oid, 'EXECUTE')::text, ' ')
+                FROM pg_proc p WHERE p.pronamespace = 'idem'::regnamespace
+                 AND p.proname IN ('max_response_bytes', 'import_raise', 'import_text', 'import_time',
+                                   'import_integer', 'import_json', 'import_key')}),
+	'false false false false false false false', 'PUBLIC may execute none of the helpers');
+is(rows_of('up'), $rows_16, 'every key, webhook record and the token sequence are unchanged by the update to 1.7');
+is(sql('up', $seq_settings_q), $seq_settings_16, 'and the settings of the token sequence');
+is(sql('up', $sources_q), $sources_16, 'every webhook source is unchanged by the update to 1.7');
+is(acls_kept('up', $acls_16), $acls_16, 'every grant is kept by the update to 1.7');
+is( sql('up', q{SELECT string_agg(has_function_privilege('mover', f, 'EXECUTE')::text, ' ')
+                FROM unnest(ARRAY['idem_keys_export(text[])', 'idem_keys_import(jsonb)',
+                                  'idem_webhooks_export(text, text[])', 'idem_webhooks_import(jsonb)']::regprocedure[]) f}),
+	'true true true true', 'the role granted the move functions under 1.6 may still execute them');
+
+# the 1.6 export imports under 1.7 as 1.6 meant it: its nulls are SQL
+# NULL; the 1.7 export leaves SQL NULL out and keeps the JSON value null;
+# the import keeps the sequence's settings
+is( sql('up', qq{
+DELETE FROM idem.keys WHERE scope = 'q';
+SELECT idem_keys_import(\$j\$$export_16\$j\$);
+SELECT key, response IS NULL FROM idem.keys WHERE scope = 'q' ORDER BY key;
+SELECT string_agg(e ->> 'key' || ' ' || (e ? 'response'), ', ' ORDER BY e ->> 'key')
+FROM idem_keys_export(ARRAY['q']) e}),
+	"2\nq-none|t\nq-null|t\nq-none false, q-null false",
+	'a 1.6 export imports under 1.7 with its nulls as SQL NULL');
+sql('up', q{SELECT idem_complete('q-json', 'null', scope => 'q', token => (SELECT token FROM idem_claim('q-json', scope => 'q')))});
+is( sql('up', q{SELECT e ? 'response', e -> 'response' FROM idem_keys_export(ARRAY['q']) e WHERE e ->> 'key' = 'q-json'}),
+	't|null', 'under 1.7 a key completed with the JSON value null is exported with "response": null');
+is(sql('up', $seq_settings_q), $seq_settings_16, 'the import kept the settings of the token sequence');
+sql('up', 'ALTER SEQUENCE idem.token_seq INCREMENT BY 1 CACHE 1');
+
+# --- 1.0, 1.1, 1.2, 1.3, 1.4, 1.5 and 1.6 each straight to 1.7 ---
 
 my %updated;
-for my $from ('1.0', '1.1', '1.2', '1.3', '1.4', '1.5')
+for my $from ('1.0', '1.1', '1.2', '1.3', '1.4', '1.5', '1.6')
 {
 	my $db = 'from_' . ($from =~ s/\.//r);
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
@@ -620,22 +692,22 @@ ROLLBACK;
 DELETE FROM idem.webhooks WHERE event_id = 'evt-before';
 }),
 		qq{completed\nt\n\ngh\nt\n\ncompleted|201|{"ok":true}},
-		"$from to 1.6: the session that updated uses the sources table and the new columns at once");
-	is(sql($db, $version_q), '1.6', "$from updates to 1.6 in one ALTER EXTENSION");
-	is(rows_of($db), $rows, "$from to 1.6 keeps every key, webhook record and the token sequence");
-	is(acls_kept($db, $acls), $acls, "$from to 1.6 keeps every grant");
+		"$from to 1.7: the session that updated uses the sources table and the new columns at once");
+	is(sql($db, $version_q), '1.7', "$from updates to 1.7 in one ALTER EXTENSION");
+	is(rows_of($db), $rows, "$from to 1.7 keeps every key, webhook record and the token sequence");
+	is(acls_kept($db, $acls), $acls, "$from to 1.7 keeps every grant");
 	is( $node->safe_psql(
 			$db, q{SELECT status FROM idem_claim('d-completed')},
 			extra_params => [ '-U', 'app' ]),
-		'completed', "$from to 1.6: the granted role replays a key written under $from");
+		'completed', "$from to 1.7: the granted role replays a key written under $from");
 	is( sql($db, q{SELECT status, http_status, body FROM idem_http_claim('d-completed')}),
 		'completed|200|{"charge": "ch_7"}',
-		"$from to 1.6: idem_http_claim replays it as 200 with its jsonb's text");
+		"$from to 1.7: idem_http_claim replays it as 200 with its jsonb's text");
 	is( sql($db, q{
 SELECT has_function_privilege('app', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE'),
        has_function_privilege('app', 'idem_http_claim(text, bytea, text, interval, interval, interval)', 'EXECUTE'),
        has_function_privilege('app', 'idem_http_respond(text, integer, text, text, bigint)', 'EXECUTE')}),
-		'f|f|f', "$from to 1.6: the role may execute none of the functions it was not granted");
+		'f|f|f', "$from to 1.7: the role may execute none of the functions it was not granted");
 	$updated{$from} = $db;
 }
 
@@ -645,9 +717,9 @@ $node->safe_psql('postgres', 'CREATE DATABASE fresh');
 my $fresh_clean_catalog = sql('fresh', $catalog_q);
 sql('fresh', 'CREATE EXTENSION idem');
 is(sql('fresh', $version_q),
-	'1.6', 'CREATE EXTENSION installs 1.6 by default');
+	'1.7', 'CREATE EXTENSION installs 1.7 by default');
 is(sql('fresh', $members_q), sql('up', $members_q),
-	'a fresh 1.6 has exactly the objects of an updated 1.0');
+	'a fresh 1.7 has exactly the objects of an updated 1.0');
 is(sql('fresh', $indexes_q), sql('up', $indexes_q), 'and exactly its indexes');
 is(sql('fresh', $columns_q), sql('up', $columns_q),
 	'and exactly its columns of idem.keys, in the same order');
@@ -660,17 +732,17 @@ for my $from (sort keys %updated)
 {
 	is( join("\n", map { sql($updated{$from}, $_) } $members_q, $columns_q, $labels_q, $comments_q),
 		join("\n", map { sql('fresh', $_) } $members_q, $columns_q, $labels_q, $comments_q),
-		"$from updated straight to 1.6 has the objects, columns, labels and comments of a fresh 1.6");
+		"$from updated straight to 1.7 has the objects, columns, labels and comments of a fresh 1.7");
 }
 is( sql('fresh', q{SELECT string_agg(path, ', ') FROM pg_extension_update_paths('idem')
-                   WHERE source = '1.0' AND target = '1.6'}),
-	'1.0--1.1--1.2--1.3--1.4--1.5--1.6', 'the update path is 1.0--1.1--1.2--1.3--1.4--1.5--1.6');
-is(sql('fresh', q{SELECT status FROM idem_claim('f-1')}), 'claimed', 'claims work in a fresh 1.6');
+                   WHERE source = '1.0' AND target = '1.7'}),
+	'1.0--1.1--1.2--1.3--1.4--1.5--1.6--1.7', 'the update path is 1.0--1.1--1.2--1.3--1.4--1.5--1.6--1.7');
+is(sql('fresh', q{SELECT status FROM idem_claim('f-1')}), 'claimed', 'claims work in a fresh 1.7');
 is( sql('fresh', q{
 SELECT has_function_privilege('public', 'idem_wechatpay_decrypt(text, jsonb)', 'EXECUTE'),
        has_function_privilege('public', 'idem_http_claim(text, bytea, text, interval, interval, interval)', 'EXECUTE'),
        has_function_privilege('public', 'idem_http_respond(text, integer, text, text, bigint)', 'EXECUTE')}),
-	'f|f|f', 'PUBLIC cannot execute idem_wechatpay_decrypt, idem_http_claim or idem_http_respond in a fresh 1.6');
+	'f|f|f', 'PUBLIC cannot execute idem_wechatpay_decrypt, idem_http_claim or idem_http_respond in a fresh 1.7');
 
 # --- DROP EXTENSION removes everything ---
 
