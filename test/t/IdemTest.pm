@@ -52,10 +52,11 @@ sub idem_node
 
 # A DBI session to the database postgres of $node that reports errors
 # instead of raising them, and sends each statement as its text (no
-# server-side prepare); a statement_timeout of 60 s guards against a hang.
+# server-side prepare) unless the DBD::Pg attributes that follow say
+# otherwise; a statement_timeout of 60 s guards against a hang.
 sub idem_dbi
 {
-	my ($node) = @_;
+	my ($node, %attrs) = @_;
 	require DBI;
 	my $dbh = DBI->connect(
 		'dbi:Pg:dbname=postgres;host=' . $node->host . ';port=' . $node->port,
@@ -65,7 +66,8 @@ sub idem_dbi
 			RaiseError => 0,
 			PrintError => 0,
 			PrintWarn => 0,
-			pg_server_prepare => 0
+			pg_server_prepare => 0,
+			%attrs
 		}) or die "cannot connect: $DBI::errstr";
 	$dbh->do("SET statement_timeout = '60s'") or die $dbh->errstr;
 	return $dbh;
