@@ -129,6 +129,14 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.import_integer(jsonb, text) FROM PUBLIC;
 
+-- Refuse a jsonb value whose text is more than a replay holds (1023 MB),
+-- as idem_complete, idem_fail, idem_checkpoint and idem_http_respond do: a
+-- value far under idem.max_response_size can print larger than that.
+CREATE FUNCTION idem.check_replay(value jsonb, what text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_check_replay' LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION idem.check_replay(jsonb, text) FROM PUBLIC;
+
 -- Field f of element e as jsonb: NULL if absent; null is SQL NULL in an
 -- element of a 1.6 export (v16), which wrote every field and null for
 -- SQL NULL, and the JSON value null otherwise.  At most max_size bytes,
@@ -148,6 +156,7 @@ BEGIN
             DETAIL = format('It is %s bytes; idem.max_response_size is %s bytes.',
                             pg_column_size(v) - 4, max_size);
     END IF;
+    PERFORM idem.check_replay(v, f);
     RETURN v;
 END
 $$;
@@ -216,7 +225,7 @@ BEGIN
                             octet_length(r.body), max_size);
     END IF;
     -- a replay through idem_claim reads the body as jsonb
-    PERFORM r.body::jsonb;
+    PERFORM idem.check_replay(r.body::jsonb, 'body');
 
     -- what the state says of the other fields, as idem's functions write them
     IF r.state = 'processing' AND r.lease_until IS NULL THEN

@@ -133,6 +133,17 @@ SELECT pg_temp.try('idem_keys_import', jsonb_build_array(:'good'::jsonb, :'good'
                                                          :'good'::jsonb || '{"key": "k3", "attempt": 0}'));
 RESET idem.max_response_size;
 
+-- a value far under idem.max_response_size whose text is more than a
+-- replay holds (9000 numbers of 131072 digits print as 1.2 GB), as a
+-- response and as a body, refused as idem_complete and idem_http_respond
+-- refuse it; a smaller one of the same kind is accepted
+SELECT pg_temp.try('idem_keys_import', jsonb_build_array(:'good'::jsonb || jsonb_build_object(
+    'response', (SELECT jsonb_agg('1e131071'::numeric) FROM generate_series(1, 9000)))));
+SELECT pg_temp.try('idem_keys_import', jsonb_build_array(jsonb_strip_nulls(:'good'::jsonb || jsonb_build_object(
+    'response', NULL, 'http_status', 200, 'body', '[' || repeat('1e131071,', 9000) || '1]'))));
+SELECT pg_temp.try('idem_keys_import', jsonb_build_array(jsonb_strip_nulls(:'good'::jsonb || jsonb_build_object(
+    'response', NULL, 'http_status', 200, 'body', '[' || repeat('1e131071,', 3) || '1]'))));
+
 -- the largest token, at top level: refused, the sequence where it was,
 -- and claims go on
 SELECT idem_keys_import(jsonb_build_array(:'good'::jsonb || '{"token": 9223372036854775807}'));

@@ -25,6 +25,7 @@ PG_FUNCTION_INFO_V1(idem_complete);
 PG_FUNCTION_INFO_V1(idem_fail);
 PG_FUNCTION_INFO_V1(idem_checkpoint);
 PG_FUNCTION_INFO_V1(idem_http_respond);
+PG_FUNCTION_INFO_V1(idem_check_replay);
 
 /* What a finishing call does to the attempt */
 typedef enum FinishKind
@@ -376,5 +377,17 @@ idem_checkpoint(PG_FUNCTION_ARGS)
 	phase = idem_arg_key(fcinfo, 1, "phase");
 	lease = idem_arg_interval(fcinfo, 5, "lease", idem_lease_secs);
 	finish_attempt(FINISH_CHECKPOINT, &args, phase, lease, "idem_checkpoint");
+	PG_RETURN_VOID();
+}
+
+/*
+ * idem.check_replay(value, what): refuse a jsonb value whose text a replay
+ * could not hold, as the calls above refuse it; idem_keys_import checks
+ * what it writes with it
+ */
+Datum
+idem_check_replay(PG_FUNCTION_ARGS)
+{
+	idem_check_json_prints(PG_GETARG_DATUM(0), text_to_cstring(PG_GETARG_TEXT_PP(1)));
 	PG_RETURN_VOID();
 }
