@@ -620,14 +620,15 @@ is( sql('up', $member_oids_q . q{ AND NOT (classid = 'pg_proc'::regclass
                       'idem.import_time(jsonb, text)'::regprocedure,
                       'idem.import_integer(jsonb, text)'::regprocedure,
                       'idem.import_json(jsonb, text, boolean, bigint)'::regprocedure,
-                      'idem.import_key(jsonb, bigint, bigint)'::regprocedure))}),
+                      'idem.import_key(jsonb, bigint, bigint)'::regprocedure,
+                      'idem.check_replay(jsonb, text)'::regprocedure))}),
 	$member_oids_16,
 	'the update to 1.7 adds the helpers of the imports and drops or re-creates no member: each keeps its oid');
 is( sql('up', q{SELECT string_agg(has_function_privilege('public', p.oid, 'EXECUTE')::text, ' ')
                 FROM pg_proc p WHERE p.pronamespace = 'idem'::regnamespace
                  AND p.proname IN ('max_response_bytes', 'import_raise', 'import_text', 'import_time',
-                                   'import_integer', 'import_json', 'import_key')}),
-	'false false false false false false false', 'PUBLIC may execute none of the helpers');
+                                   'import_integer', 'import_json', 'import_key', 'check_replay')}),
+	'false false false false false false false false', 'PUBLIC may execute none of the helpers');
 is(rows_of('up'), $rows_16, 'every key, webhook record and the token sequence are unchanged by the update to 1.7');
 is(sql('up', $seq_settings_q), $seq_settings_16, 'and the settings of the token sequence');
 is(sql('up', $sources_q), $sources_16, 'every webhook source is unchanged by the update to 1.7');
