@@ -23,8 +23,9 @@
  * a lock timeout at the deadline; when the timeout fires, the
  * subtransaction is rolled back and the answer is in_progress, so the
  * caller's transaction goes on.  The session's lock_timeout does not apply
- * to it; its statement_timeout and a cancel do, as to any statement.  Only
- * a claim that has to wait pays for the subtransaction: the first try
+ * to it; a statement_timeout that would end the statement first ends the
+ * wait at that moment instead, with the same answer; a cancel cancels.
+ * Only a claim that has to wait pays for the subtransaction: the first try
  * never waits.
  */
 #include "postgres.h"
@@ -90,8 +91,8 @@ http_retry_seconds(Interval *iv)
 /*
  * Claim the key, waiting for another transaction that holds it until
  * deadline at the latest; false if the time ran out first (nothing of the
- * try is left).  Any other error, a statement timeout or a cancel among
- * them, is raised as it is.
+ * try is left).  Any other error, a cancel among them, is raised as it
+ * is.
  *
  * The deadline is a LOCK_TIMEOUT enabled once for the whole claim, which
  * may wait more than once (for the key lock, then for the transaction that
@@ -106,6 +107,11 @@ http_retry_seconds(Interval *iv)
  * still says that it is the lock timeout and the try can be rolled back;
  * with the indicator cleared, it would cancel the caller's next statement
  * as a user's cancel, aborting the transaction.
+ *
+ * A statement_timeout due before the deadline moves the deadline to it:
+ * both timeouts then fire together, and ProcessInterrupts reports the lock
+ * timeout of two with the same finish time, so the answer is 409 and the
+ * transaction goes on, where the statement timeout would abort it.
  */
 static bool
 http_claim_until(text *key, bytea *fp, text *scope, const Interval *lease,
@@ -276,6 +282,8 @@ idem_http_claim(PG_FUNCTION_ARGS)
 	{
 		IdemClaimAnswer waited;
 
+		if (get_timeout_active(STATEMENT_TIMEOUT))
+			deadline = Min(deadline, get_timeout_finish_time(STATEMENT_TIMEOUT));
 		if (http_claim_until(key, fp, scope, lease, ttl, deadline, &waited))
 			answer = waited;
 	}
