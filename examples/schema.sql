@@ -22,7 +22,10 @@ CREATE TABLE payments (
     created_at timestamptz DEFAULT now()
 );
 
-CREATE ROLE shop LOGIN;
+-- Its password is the one of the examples' DATABASE_URL: choose your own
+-- (\password shop in psql).  A password works on Debian's pg_hba.conf,
+-- which asks it of every connection over TCP (scram-sha-256).
+CREATE ROLE shop LOGIN PASSWORD 'shop';
 -- INSERT ... RETURNING id, amount needs SELECT on those columns; the
 -- identity column needs no grant on its sequence.
 GRANT INSERT (idem_key, account, amount, currency), SELECT (id, amount) ON payments TO shop;

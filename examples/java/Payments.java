@@ -48,10 +48,15 @@ public class Payments {
 	static final ThreadLocal<Connection> connection = new ThreadLocal<>();
 
 	public static void main(String[] args) throws IOException {
-		// DATABASE_URL is a libpq URI, postgresql://USER@HOST:PORT/DB
+		// DATABASE_URL is a libpq URI, postgresql://USER[:PASSWORD]@HOST:PORT/DB;
+		// without a password there, PGPASSWORD's, as libpq does
 		URI db = URI.create(System.getenv("DATABASE_URL"));
-		url = "jdbc:postgresql://" + db.getHost() + ":" + db.getPort() + db.getPath();
-		props.setProperty("user", db.getUserInfo());
+		url = "jdbc:postgresql://" + db.getHost() + (db.getPort() == -1 ? "" : ":" + db.getPort()) + db.getPath();
+		String[] user = db.getUserInfo().split(":", 2);
+		props.setProperty("user", user[0]);
+		String password = user.length > 1 ? user[1] : System.getenv("PGPASSWORD");
+		if (password != null)
+			props.setProperty("password", password);
 		if ("1".equals(System.getenv("PGBOUNCER"))) {
 			// pgbouncer in transaction pooling: the next transaction may run on
 			// another server connection, so no named prepared statements

@@ -30,7 +30,10 @@ my $examples = "$FindBin::RealBin/../../examples";
 
 # What each service needs installed (a shell check), and where Debian has it
 my %runtime = (
-	python => [ q{python3 -c 'import psycopg, psycopg_pool'}, 'Debian packages python3-psycopg, python3-psycopg-pool' ],
+	python => [
+		q{/usr/bin/python3 -c 'import psycopg, psycopg_pool' || python3 -c 'import psycopg, psycopg_pool'},
+		'Debian packages python3-psycopg, python3-psycopg-pool'
+	],
 	node => [ 'command -v node && command -v npm', 'Debian packages nodejs, npm' ],
 	java => [
 		'command -v javac && test -f /usr/share/java/postgresql.jar && test -f /usr/share/java/gson.jar',
@@ -61,10 +64,24 @@ remove_tree($dir);
 make_path($dir);
 
 my $node = idem_node('clients', "listen_addresses = '127.0.0.1'\n");
-# the services log in as shop over TCP
-$node->append_conf('pg_hba.conf', "host all shop 127.0.0.1/32 trust\n");
+# the services log in as shop over TCP with the password examples/schema.sql
+# gives it, as Debian's pg_hba.conf asks (scram-sha-256), ahead of the trust
+# of the test cluster
+my $hba = $node->data_dir . '/pg_hba.conf';
+my $rules = slurp_file($hba);
+unlink $hba;
+append_to_file($hba, "host all shop 127.0.0.1/32 scram-sha-256\n$rules");
 $node->reload;
 $node->safe_psql('postgres', slurp_file("$examples/schema.sql"));
+my $tcp = 'host=127.0.0.1 port=' . $node->port . ' dbname=postgres user=shop';
+{
+	local $ENV{PGPASSWORD};
+	delete $ENV{PGPASSWORD};
+	my ($ret, $out, $err) = $node->psql('postgres', 'SELECT 1', connstr => $tcp, extra_params => ['-w']);
+	like($err, qr/password/, 'shop cannot log in over TCP without a password');
+	is($node->psql('postgres', 'SELECT 1', connstr => "$tcp password=shop"),
+		0, 'and can with the password of examples/schema.sql');
+}
 my $GRANT = q{GRANT EXECUTE ON FUNCTION idem_http_claim(text, bytea, text, interval, interval, interval),
     idem_http_respond(text, integer, text, text, bigint), idem_fingerprint(jsonb) TO shop};
 
@@ -341,7 +358,7 @@ if (-x $PGBOUNCER)
 
 # --- each service -------------------------------------------------------------
 
-my $db = 'postgresql://shop@127.0.0.1:' . $node->port . '/postgres';
+my $db = 'postgresql://shop:shop@127.0.0.1:' . $node->port . '/postgres';
 for my $lang (@langs)
 {
   SKIP:
