@@ -131,9 +131,14 @@ public class Payments {
 			db.commit();
 			return new Answer(201, "application/json", created, null);
 		} catch (Exception e) {
-			// (a connection that broke has rolled back already)
-			if (!db.isClosed())
+			try {
 				db.rollback();
+			} catch (SQLException rollbackFailed) {
+				// it may still be in a transaction (behind pgbouncer, its server
+				// connection "idle in transaction (aborted)", lost to the pool):
+				// never use it again.  (So does a connection that broke.)
+				discard(db);
+			}
 			throw e;
 		}
 	}
@@ -169,6 +174,16 @@ public class Payments {
 			connection.set(db);
 		}
 		return db;
+	}
+
+	// Closes this worker thread's connection db: the next request opens another
+	static void discard(Connection db) {
+		connection.remove();
+		try {
+			db.close();
+		} catch (SQLException e) {
+			System.err.println("closing a connection: " + e.getMessage());
+		}
 	}
 
 	// The body as a request: strict JSON, one object and nothing after it

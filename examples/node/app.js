@@ -20,6 +20,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 // Returns { status, contentType, retryAfter, body }
 async function pay(key, raw, req) {
   const db = await pool.connect();
+  let broken;
   try {
     await db.query('BEGIN');
     const claim = (await db.query(
@@ -47,10 +48,12 @@ async function pay(key, raw, req) {
     await db.query('COMMIT');
     return { status: 201, contentType: 'application/json', retryAfter: null, body };
   } catch (err) {
-    await db.query('ROLLBACK');
+    // a client whose ROLLBACK failed may still be in a transaction: it is
+    // closed, not given back to the pool
+    await db.query('ROLLBACK').catch((rollbackErr) => { broken = rollbackErr; });
     throw err;
   } finally {
-    db.release();
+    db.release(broken);
   }
 }
 

@@ -9,7 +9,10 @@
 # keeps working, with the statements its driver cached, when the extension
 # is dropped and created again, or created at 1.3 and updated; and behind a
 # real pgbouncer in transaction pooling the storm, the mismatch and the
-# failure go the same way.  IDEM_CLIENTS=python,node tests some of them.
+# failure go the same way; without the driver's setting for pgbouncer no
+# server connection is left in an aborted transaction (a connection whose
+# ROLLBACK failed is not reused).  IDEM_CLIENTS=python,node tests some of
+# them.
 use strict;
 use warnings;
 
@@ -337,6 +340,24 @@ sub pooled
 	return;
 }
 
+# i. behind pgbouncer without the driver's setting: its named statements
+# clash and some payments fail, and a failed ROLLBACK may leave the
+# service's connection in a transaction.  The service must not keep it:
+# its server connection would stay "idle in transaction (aborted)", lost
+# to the pool.
+sub unprepared
+{
+	my ($lang, $port) = @_;
+	my $what = "$lang behind pgbouncer without its setting";
+	my @res = map { post($port, "$lang-unprepared-$_", body('1.00', '')) } 1 .. 60;
+	note("$what: " . tally(@res));
+	ok( $node->poll_query_until(
+			'postgres', q{SELECT count(*) = 0 FROM pg_stat_activity
+			  WHERE usename = 'shop' AND state = 'idle in transaction (aborted)'}),
+		"$what: no server connection is left in an aborted transaction");
+	return;
+}
+
 # --- pgbouncer, in transaction pooling with few server connections ----------
 
 my ($bouncer_port, $bouncer);
@@ -379,6 +400,9 @@ for my $lang (@langs)
 		$port = start_service($lang, "postgresql://shop\@127.0.0.1:$bouncer_port/postgres", PGBOUNCER => 1);
 		ok($port, "$lang: the service starts behind pgbouncer") or last SKIP;
 		pooled($lang, $port);
+		stop_service($port);
+		$port = start_service($lang, "postgresql://shop\@127.0.0.1:$bouncer_port/postgres", PGBOUNCER => 0);
+		unprepared($lang, $port);
 		stop_service($port);
 		note(sprintf('%s: %.0f s', $lang, time - $t0));
 	}
