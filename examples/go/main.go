@@ -15,19 +15,63 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v4/pgxpool"
 )
 
 // The request, with the two test knobs: DelayMs (a slow gateway) and Fail
 type request struct {
-	Account  string      `json:"account"`
-	Amount   json.Number `json:"amount"` // the amount as given: 100.50 stays 100.50
-	Currency string      `json:"currency"`
-	DelayMs  int         `json:"delay_ms"`
-	Fail     bool        `json:"fail"`
+	Account  string
+	Amount   string // the amount as given: 100.50 stays 100.50
+	Currency string
+	DelayMs  int
+	Fail     bool
+}
+
+// A request that is not a payment: the detail, and the field at fault
+type invalid struct{ detail, field string }
+
+// The checks of a payment request, the same in every example service
+var (
+	amountText   = regexp.MustCompile(`^(0|[1-9][0-9]*)(\.[0-9]{1,2})?$`)
+	nonZero      = regexp.MustCompile(`[1-9]`)
+	currencyText = regexp.MustCompile(`^[A-Z]{3}$`)
+	delayText    = regexp.MustCompile(`^(0|[1-9][0-9]{0,4})$`)
+)
+
+// The payment request in body, checked field by field
+func validate(body []byte) (req request, bad *invalid) {
+	var fields map[string]json.RawMessage // each member's JSON text
+	if !utf8.Valid(body) || json.Unmarshal(body, &fields) != nil || fields == nil {
+		return req, &invalid{"the body must be a JSON object", ""}
+	}
+	if json.Unmarshal(fields["account"], &req.Account) != nil || req.Account == "" {
+		return req, &invalid{"account must be a non-empty string", "account"}
+	}
+	req.Amount = string(fields["amount"])
+	if !amountText.MatchString(req.Amount) || !nonZero.MatchString(req.Amount) {
+		return req, &invalid{"amount must be a positive number with at most 2 decimals", "amount"}
+	}
+	if json.Unmarshal(fields["currency"], &req.Currency) != nil || !currencyText.MatchString(req.Currency) {
+		return req, &invalid{"currency must be 3 capital letters (ISO 4217)", "currency"}
+	}
+	// the test knobs, optional
+	if delay, ok := fields["delay_ms"]; ok {
+		var err error
+		req.DelayMs, err = strconv.Atoi(string(delay))
+		if !delayText.Match(delay) || err != nil || req.DelayMs > 10000 {
+			return req, &invalid{"delay_ms must be an integer from 0 to 10000", "delay_ms"}
+		}
+	}
+	if fail, ok := fields["fail"]; ok && string(fail) != "true" && string(fail) != "false" {
+		return req, &invalid{"fail must be true or false", "fail"}
+	}
+	req.Fail = string(fields["fail"]) == "true"
+	return req, nil
 }
 
 // The 201 answer.  The id and the amount as strings: a JavaScript client
@@ -82,14 +126,17 @@ func main() {
 
 func handle(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
-	var req request
+	if err != nil {
+		body = nil // a body cut short is no JSON object
+	}
 	var a answer
-	switch {
-	case r.Method != http.MethodPost:
-		a = errorAnswer(404, "not found")
-	case err != nil || json.Unmarshal(body, &req) != nil:
-		a = errorAnswer(400, "the body is not a JSON object")
-	default:
+	if r.Method != http.MethodPost {
+		a = problem(404, "Not Found", "POST /payments books a payment.", "")
+	} else if req, bad := validate(body); bad != nil {
+		// before the claim: a request refused here writes nothing and leaves
+		// its key unused, for the corrected request
+		a = problem(400, "Invalid request", bad.detail, bad.field)
+	} else {
 		// the header's value, or NULL when there is none
 		var key *string
 		if values := r.Header.Values("Idempotency-Key"); len(values) > 0 {
@@ -97,7 +144,8 @@ func handle(w http.ResponseWriter, r *http.Request) {
 		}
 		if a, err = pay(r.Context(), key, string(body), req); err != nil {
 			log.Printf("payment failed: %v", err) // a database error ends in (SQLSTATE XXXXX)
-			a = errorAnswer(500, "internal error")
+			a = problem(500, "Internal Server Error",
+				"The payment was not booked: retry it with the same Idempotency-Key.", "")
 		}
 	}
 	w.Header().Set("Content-Type", a.contentType)
@@ -132,7 +180,7 @@ func pay(ctx context.Context, key *string, body string, req request) (answer, er
 		return answer{*httpStatus, *contentType, *replay, retryAfter}, tx.Commit(ctx)
 	}
 
-	p := created{Account: req.Account, Amount: req.Amount.String(), Currency: req.Currency}
+	p := created{Account: req.Account, Amount: req.Amount, Currency: req.Currency}
 	err = tx.QueryRow(ctx,
 		`INSERT INTO payments (idem_key, account, amount, currency) VALUES ($1, $2, $3, $4) RETURNING id`,
 		key, req.Account, p.Amount, req.Currency).Scan(&p.ID)
@@ -154,7 +202,15 @@ func pay(ctx context.Context, key *string, body string, req request) (answer, er
 	return answer{201, "application/json", string(response), nil}, tx.Commit(ctx)
 }
 
-func errorAnswer(status int, message string) answer {
-	body, _ := json.Marshal(map[string]string{"error": message})
-	return answer{status, "application/json", string(body), nil}
+// An answer with a problem body (RFC 9457), as idem's own; field names the
+// request's member at fault
+func problem(status int, title, detail, field string) answer {
+	body, _ := json.Marshal(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+		Field  string `json:"field,omitempty"`
+	}{"about:blank", title, status, detail, field})
+	return answer{status, "application/problem+json", string(body), nil}
 }

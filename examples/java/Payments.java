@@ -5,8 +5,10 @@
 // The JDK's HTTP server, pgjdbc and Gson (JSON), as Debian packages them.
 
 import com.google.gson.Gson;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
 import com.google.gson.JsonParseException;
-import com.google.gson.JsonSyntaxException;
+import com.google.gson.JsonPrimitive;
 import com.google.gson.stream.JsonReader;
 import com.google.gson.stream.JsonToken;
 import com.sun.net.httpserver.HttpExchange;
@@ -16,15 +18,16 @@ import java.io.StringReader;
 import java.math.BigDecimal;
 import java.net.InetSocketAddress;
 import java.net.URI;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.Executors;
+import java.util.regex.Pattern;
 
 public class Payments {
 	// The request, with the two test knobs: delay_ms (a slow gateway) and fail
@@ -37,6 +40,25 @@ public class Payments {
 
 	// What goes back to the client: retryAfter is null unless status is 409
 	record Answer(int status, String contentType, String body, Integer retryAfter) {}
+
+	// A problem body (RFC 9457), as idem's own; field names the request's
+	// member at fault (Gson leaves out a null)
+	record Problem(String type, String title, int status, String detail, String field) {}
+
+	// A request that is not a payment: the detail, and the field at fault
+	static class Invalid extends Exception {
+		final String field;
+
+		Invalid(String detail, String field) {
+			super(detail);
+			this.field = field;
+		}
+	}
+
+	// The checks of a payment request, the same in every example service
+	static final Pattern AMOUNT = Pattern.compile("(0|[1-9][0-9]*)(\\.[0-9]{1,2})?");
+	static final Pattern CURRENCY = Pattern.compile("[A-Z]{3}");
+	static final Pattern DELAY_MS = Pattern.compile("0|[1-9][0-9]{0,4}");
 
 	static final Gson GSON = new Gson();
 	static final int THREADS = 10;
@@ -76,26 +98,29 @@ public class Payments {
 
 	static void handle(HttpExchange exchange) throws IOException {
 		if (!exchange.getRequestMethod().equals("POST")) {
-			send(exchange, error(404, "not found"));
+			send(exchange, problem(404, "Not Found", "POST /payments books a payment.", null));
 			return;
 		}
-		String body = new String(exchange.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
-		send(exchange, answer(exchange.getRequestHeaders().getFirst("Idempotency-Key"), body));
+		byte[] data = exchange.getRequestBody().readAllBytes();
+		send(exchange, answer(exchange.getRequestHeaders().getFirst("Idempotency-Key"), data));
 	}
 
-	static Answer answer(String key, String body) {
+	static Answer answer(String key, byte[] data) {
 		Request request;
 		try {
-			request = parse(body);
-		} catch (IOException | JsonParseException e) {
-			return error(400, "the body is not a JSON object");
+			// before the claim: a request refused here writes nothing and
+			// leaves its key unused, for the corrected request
+			request = validate(data);
+		} catch (Invalid e) {
+			return problem(400, "Invalid request", e.getMessage(), e.field);
 		}
 		try {
-			return pay(key, body, request);
+			return pay(key, new String(data, StandardCharsets.UTF_8), request);
 		} catch (Exception e) {
 			System.err.println("payment failed: "
 					+ (e instanceof SQLException s ? "SQLSTATE " + s.getSQLState() + ": " : "") + e.getMessage());
-			return error(500, "internal error");
+			return problem(500, "Internal Server Error",
+					"The payment was not booked: retry it with the same Idempotency-Key.", null);
 		}
 	}
 
@@ -186,17 +211,56 @@ public class Payments {
 		}
 	}
 
-	// The body as a request: strict JSON, one object and nothing after it
-	// (Gson's fromJson is lenient, its JsonReader is not)
-	static Request parse(String body) throws IOException {
-		JsonReader json = new JsonReader(new StringReader(body));
-		Request request = GSON.getAdapter(Request.class).read(json);
-		if (request == null || json.peek() != JsonToken.END_DOCUMENT)
-			throw new JsonSyntaxException("not one JSON object");
-		return request;
+	// The payment request in the body, checked field by field: strict JSON
+	// in UTF-8, one object and nothing after it (Gson's fromJson is lenient,
+	// its JsonReader is not)
+	static Request validate(byte[] data) throws Invalid {
+		JsonObject req;
+		try {
+			JsonReader json = new JsonReader(new StringReader(
+					StandardCharsets.UTF_8.newDecoder().decode(ByteBuffer.wrap(data)).toString()));
+			JsonElement body = GSON.getAdapter(JsonElement.class).read(json);
+			if (!body.isJsonObject() || json.peek() != JsonToken.END_DOCUMENT)
+				throw new Invalid("the body must be a JSON object", null);
+			req = body.getAsJsonObject();
+		} catch (IOException | JsonParseException e) {
+			throw new Invalid("the body must be a JSON object", null);
+		}
+		String account = string(req, "account");
+		if (account == null || account.isEmpty())
+			throw new Invalid("account must be a non-empty string", "account");
+		String amount = number(req, "amount");
+		if (amount == null || !AMOUNT.matcher(amount).matches() || !amount.matches(".*[1-9].*"))
+			throw new Invalid("amount must be a positive number with at most 2 decimals", "amount");
+		String currency = string(req, "currency");
+		if (currency == null || !CURRENCY.matcher(currency).matches())
+			throw new Invalid("currency must be 3 capital letters (ISO 4217)", "currency");
+		// the test knobs, optional
+		String delay = req.has("delay_ms") ? number(req, "delay_ms") : "0";
+		if (delay == null || !DELAY_MS.matcher(delay).matches() || Integer.parseInt(delay) > 10000)
+			throw new Invalid("delay_ms must be an integer from 0 to 10000", "delay_ms");
+		JsonElement fail = req.has("fail") ? req.get("fail") : new JsonPrimitive(false);
+		if (!fail.isJsonPrimitive() || !fail.getAsJsonPrimitive().isBoolean())
+			throw new Invalid("fail must be true or false", "fail");
+		return new Request(account, new BigDecimal(amount), currency, Long.parseLong(delay), fail.getAsBoolean());
 	}
 
-	static Answer error(int status, String message) {
-		return new Answer(status, "application/json", GSON.toJson(Map.of("error", message)), null);
+	// The member name of req if it is a JSON string, else null
+	static String string(JsonObject req, String name) {
+		JsonElement value = req.get(name);
+		return value != null && value.isJsonPrimitive() && value.getAsJsonPrimitive().isString()
+				? value.getAsString() : null;
+	}
+
+	// The member name of req as written if it is a JSON number, else null
+	static String number(JsonObject req, String name) {
+		JsonElement value = req.get(name);
+		return value != null && value.isJsonPrimitive() && value.getAsJsonPrimitive().isNumber()
+				? value.getAsString() : null;
+	}
+
+	static Answer problem(int status, String title, String detail, String field) {
+		return new Answer(status, "application/problem+json",
+				GSON.toJson(new Problem("about:blank", title, status, detail, field)), null);
 	}
 }

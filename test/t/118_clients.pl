@@ -4,7 +4,9 @@
 # every duplicate is told 409 at once, with Retry-After and a problem JSON,
 # or gets the first response replayed byte for byte; a replay keeps a decimal
 # amount and an id above 2^53 to the byte; a changed request is 422, a
-# missing key or a body that is not JSON 400, with nothing written; a failed
+# missing key or a body that is not JSON 400, with nothing written; every
+# bad field is 400 with the same problem body in every language, before the
+# key is claimed, and the key serves the corrected request; a failed
 # payment leaves no payment and no key, and its retry books it; the service
 # keeps working, with the statements its driver cached, when the extension
 # is dropped and created again, or created at 1.3 and updated; and behind a
@@ -254,11 +256,67 @@ sub failure
 {
 	my ($what, $port, $key) = @_;
 	my $res = post($port, $key, body('7.00', ', "fail": true'));
-	is($res->{status}, 500, "$what: a payment that fails is 500");
+	ok(is_problem($res, 500), "$what: a payment that fails is 500, a problem JSON") or diag(explain $res);
 	is(payments_of($key) . ' ' . keys_of($key), '0 0', "$what: and leaves no payment and no key");
 	$res = post($port, $key, body('7.00', ''));
 	is($res->{status}, 201, "$what: its retry is 201");
 	is(payments_of($key), 1, "$what: and books it once");
+	return;
+}
+
+# Bad requests, each with the field a 400 names (none: the body)
+my @invalid = (
+	[ '{"account": "acct_7", "amount": 5.00,', undef ],
+	[ '', undef ],
+	[ '[{"account": "acct_7", "amount": 5.00, "currency": "CNY"}]', undef ],
+	[ 'null', undef ],
+	[ '"a payment"', undef ],
+	[ qq({"account": "acct_\xff", "amount": 5.00, "currency": "CNY"}), undef ],    # not UTF-8
+	[ '{"amount": 5.00, "currency": "CNY"}', 'account' ],
+	[ '{"account": "", "amount": 5.00, "currency": "CNY"}', 'account' ],
+	[ '{"account": 7, "amount": 5.00, "currency": "CNY"}', 'account' ],
+	[ '{"account": "acct_7", "currency": "CNY"}', 'amount' ],
+	(map { ; [ body($_, ''), 'amount' ] } 'null', '"5.00"', '0', '0.00', '-5.00', '5.001', '1e2', '5.5e0', 'true'),
+	[ '{"account": "acct_7", "amount": 5.00}', 'currency' ],
+	(map { ; [ qq({"account": "acct_7", "amount": 5.00, "currency": $_}), 'currency' ] } 'null', '"cny"', '"CNYX"', '156'),
+	(map { ; [ body('5.00', qq(, "delay_ms": $_)), 'delay_ms' ] } 'null', '-1', '1.5', '"10"', '10001'),
+	(map { ; [ body('5.00', qq(, "fail": $_)), 'fail' ] } 'null', '1', '"true"'));
+
+my %detail = (
+	account => 'account must be a non-empty string',
+	amount => 'amount must be a positive number with at most 2 decimals',
+	currency => 'currency must be 3 capital letters (ISO 4217)',
+	delay_ms => 'delay_ms must be an integer from 0 to 10000',
+	fail => 'fail must be true or false');
+
+# h. every bad request is 400, the same problem in every language, before
+# the key is claimed: nothing is written, the key stays free for the
+# corrected request
+sub invalid
+{
+	my ($lang, $port) = @_;
+	my $key = "$lang-invalid";
+	my $count = 'SELECT (SELECT count(*) FROM idem.keys) || \' \' || (SELECT count(*) FROM payments)';
+	my $before = sql($count);
+	for my $case (@invalid)
+	{
+		my ($body, $field) = @$case;
+		my $problem = '{"type":"about:blank","title":"Invalid request","status":400,"detail":"'
+		  . (defined $field ? qq($detail{$field}","field":"$field") : 'the body must be a JSON object"') . '}';
+		for my $k ($key, undef)
+		{
+			my $res = post($port, $k, $body);
+			is( "$res->{status} " . ($res->{headers}{'content-type'} // '') . " $res->{content}",
+				"400 application/problem+json $problem",
+				"$lang: 400 naming " . ($field // 'the body') . ' for ' . ($k ? 'the body' : 'no key and the body') . " $body");
+		}
+	}
+	is(sql($count), $before, "$lang: the bad requests write no key and no payment");
+	my $first = post($port, $key, body('5.00', ''));
+	is($first->{status}, 201, "$lang: the corrected request with their key is 201") or diag(explain $first);
+	my $replay = post($port, $key, body('5.00', ''));
+	is("$replay->{status} $replay->{content}", "201 $first->{content}",
+		"$lang: and its retry replays it, byte for byte");
 	return;
 }
 
@@ -282,6 +340,8 @@ sub direct
 		"$lang: the replay is 201 with the first body, byte for byte");
 
 	mismatch($lang, $port, $key);
+
+	invalid($lang, $port);
 
 	# d. no key; a body that is not JSON
 	my $before = sql('SELECT count(*) FROM payments');
