@@ -8,14 +8,21 @@
 #      the second attempt, once the lease has run out, is claimed with the
 #      first one's checkpoint and completes; the stale token is rejected.
 # Then it stops the cluster and prints how to start it again.
+# It installs only what building idem and running this needs (test/deps.sh
+# demo), and says how long that and the whole demo took.
 # Settings: IDEM_DEMO_PORT (default 5493), IDEM_DEMO_CLIENTS (16),
 # IDEM_DEMO_TRIES (25 transactions per client), IDEM_DEMO_KEYS (20).
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
+# How long the install and the whole demo took, from the first start (a
+# run from a readable copy, below, inherits these).
 if [ -z "${IDEM_STAGED:-}" ]; then
-	bash test/deps.sh || exit 1
+	IDEM_DEMO_T0=$(date +%s)
+	bash test/deps.sh demo || exit 1
+	IDEM_DEMO_T1=$(date +%s)
+	export IDEM_DEMO_T0 IDEM_DEMO_T1
 fi
 . test/lib.sh
 IDEM_KEEP_STAGE=1 idem_run_readable_copy test/demo.sh "$@"
@@ -117,3 +124,5 @@ echo "- Two-phase: a retry during the lease got $(fact two_phase_in_progress) (r
 echo "  after it ran out, attempt $(fact two_phase_attempt) was claimed with checkpoint $(fact two_phase_checkpoint)"
 echo "  (charge $(fact two_phase_charge)) and completed; the dead worker's stale token was rejected"
 echo "  ($(fact two_phase_stale))."
+now=$(date +%s)
+echo "- Installing packages took $(( ${IDEM_DEMO_T1:-$now} - ${IDEM_DEMO_T0:-$now} ))s; the whole demo, $(( now - ${IDEM_DEMO_T0:-$now} ))s."

@@ -6,9 +6,11 @@
 # Source it; it defines functions and variables, it runs nothing.
 
 IDEM_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# The server version the project targets; its pg_config wins over the one on
-# PATH, which follows the newest server-dev package installed.
-IDEM_PG_MAJOR=${IDEM_PG_MAJOR:-15}
+# The server version to build and test against: the host's release's own
+# (15 on Debian 12, 17 on Debian 13; test/deps.sh says which); its
+# pg_config wins over the one on PATH, which follows the newest server-dev
+# package installed.
+IDEM_PG_MAJOR=${IDEM_PG_MAJOR:-$(bash "$IDEM_ROOT/test/deps.sh" major)}
 if [ -z "${PG_CONFIG:-}" ]; then
 	if [ -x "/usr/lib/postgresql/$IDEM_PG_MAJOR/bin/pg_config" ]; then
 		PG_CONFIG=/usr/lib/postgresql/$IDEM_PG_MAJOR/bin/pg_config
@@ -142,7 +144,7 @@ idem_on_server() {
 	mapfile -t settings < <(env | grep -E '^(BENCH_[A-Z_]+|IDEM_TEST_BUDGET|IDEM_DIFF_LINES|IDEM_WEBHOOK_SEED|IDEM_WEBHOOK_CASES)=')
 	set -- "${settings[@]}" "$@"
 	if [ "$flavour" = 15 ]; then
-		env IDEM_FLAVOUR=15 "$@" bash "$IDEM_ROOT/$script"
+		env IDEM_FLAVOUR=15 IDEM_PG_MAJOR=15 "$@" bash "$IDEM_ROOT/$script"
 		return
 	fi
 	bash "$IDEM_ROOT/test/servers.sh" prepare "$flavour" || return 1

@@ -27,7 +27,7 @@ if [ -n "${PG:-}" ] && [ -z "${IDEM_FLAVOUR:-}" ]; then
 fi
 
 if [ -z "${IDEM_STAGED:-}" ]; then
-	bash test/deps.sh || exit 1
+	bash test/deps.sh test || exit 1
 fi
 . test/lib.sh
 idem_run_readable_copy test/run.sh "$@"
