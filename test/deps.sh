@@ -103,6 +103,8 @@ if [ "$mode" = test ]; then
 	# (debian/, test/t/115_debian_package.pl)
 	want dpkg-dev command -v dpkg-buildpackage
 	want debhelper command -v dh
+	# (dpkg-checkbuilddeps wants build-essential itself, by name)
+	want build-essential installed build-essential
 	# (the package itself: dpkg-checkbuilddeps asks for it by name, and from
 	# Debian 13 on pgxs_debian_control.mk alone comes with postgresql-common-dev)
 	want postgresql-server-dev-all installed postgresql-server-dev-all
