@@ -106,7 +106,8 @@ void
 _PG_init(void)
 {
 	idem_define_settings();
-	idem_store_init();
+	idem_store_wal_init();
+	idem_expiry_init();
 	idem_claim_memory_init();
 	/* last: it drops the values set for idem.* names not defined by then */
 	MarkGUCPrefixReserved("idem");

@@ -16,7 +16,12 @@
  * Rows are read and written with heap and index calls rather than SPI: the
  * claim path is what every payment runs, and the executor's per-statement
  * set-up would cost more than the work itself.  That is safe only on tables
- * as the install scripts created them, which store_shape.c checks.
+ *
+ * May call: the key locks (store_lock.c), the relation cache
+ * (store_relcache.c), the tables' shape (store_shape.c), the compression
+ * of page images (store_wal.c), what mirrors core (store_core.c) and the
+ * purge's expiry map (store_expiry.c), which each write tells when the
+ * row version it wrote expires.
  */
 #include "postgres.h"
 
@@ -25,414 +30,19 @@
 #include "access/table.h"
 #include "access/htup_details.h"
 #include "access/tableam.h"
-#include "access/xlog.h"
 #include "access/xact.h"
-#include "catalog/indexing.h"
-#include "catalog/namespace.h"
-#include "catalog/pg_proc.h"
-#include "catalog/pg_trigger.h"
 #include "commands/sequence.h"
-#include "commands/trigger.h"
-#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "nodes/bitmapset.h"
 #include "storage/bufmgr.h"
 #include "storage/lmgr.h"
-#include "storage/lock.h"
-#include "storage/predicate.h"
-#include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
-#include "utils/guc.h"
-#include "utils/inval.h"
-#include "utils/lsyscache.h"
-#include "utils/resowner.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
 
 #include "idem.h"
 #include "store.h"
 #include "store_internal.h"
-
-/*
- * locktag_field4 of idem's key locks.  PostgreSQL's own advisory locks use 1
- * and 2 there, so these never meet pg_advisory_lock() calls; in pg_locks they
- * show as locktype advisory with objsubid 7649 (keys), 7650 (webhooks) or
- * 7651 (webhook sources).
- */
-static const uint16 lock_fields[IDEM_NTABLES] = {0x1DE1, 0x1DE2, 0x1DE3};
-
-/* OIDs of idem's relations in this database, resolved once and cached */
-typedef struct StoreOids
-{
-	bool		valid;
-	Oid			heap[IDEM_NTABLES];
-	Oid			pkey[IDEM_NTABLES];
-	Oid			expires[IDEM_NTABLES];	/* InvalidOid: none (from 1.6, or sources) */
-	Oid			token_seq;
-	Oid			outside_write;	/* trigger function idem.expiry_outside_write (1.6) */
-} StoreOids;
-
-static StoreOids oids;
-static bool callback_registered = false;
-
-static const char *store_lookup(void);
-
-/*
- * idem.wal_compression: how the full-page images of idem's own writes are
- * compressed in the WAL, whatever wal_compression says for the rest; -1
- * (inherit) leaves them to wal_compression.  Random inserts into the primary
- * keys make most of a payment's page images, and they compress to about 40%
- * with zstd (doc/performance.md).  The values are wal_compression's (the
- * methods this server was built with, and the same hidden aliases of on and
- * off), and inherit.
- */
-#define STORE_WAL_INHERIT	(-1)
-
-static const struct config_enum_entry wal_compression_options[] = {
-	{"inherit", STORE_WAL_INHERIT, false},
-	{"off", WAL_COMPRESSION_NONE, false},
-	{"pglz", WAL_COMPRESSION_PGLZ, false},
-#ifdef USE_LZ4
-	{"lz4", WAL_COMPRESSION_LZ4, false},
-#endif
-#ifdef USE_ZSTD
-	{"zstd", WAL_COMPRESSION_ZSTD, false},
-#endif
-	{"on", WAL_COMPRESSION_PGLZ, true},
-	{"true", WAL_COMPRESSION_PGLZ, true},
-	{"yes", WAL_COMPRESSION_PGLZ, true},
-	{"1", WAL_COMPRESSION_PGLZ, true},
-	{"false", WAL_COMPRESSION_NONE, true},
-	{"no", WAL_COMPRESSION_NONE, true},
-	{"0", WAL_COMPRESSION_NONE, true},
-	{NULL, 0, false}
-};
-
-#if defined(USE_ZSTD)
-#define STORE_WAL_DEFAULT	WAL_COMPRESSION_ZSTD
-#elif defined(USE_LZ4)
-#define STORE_WAL_DEFAULT	WAL_COMPRESSION_LZ4
-#else
-#define STORE_WAL_DEFAULT	STORE_WAL_INHERIT
-#endif
-
-static int	wal_images = STORE_WAL_DEFAULT;
-
-/* Define the store's settings */
-void
-idem_store_init(void)
-{
-	DefineCustomEnumVariable("idem.wal_compression",
-							 "Compression of the full-page images that idem's own writes log.",
-							 "inherit leaves them to wal_compression, which governs the rest of the WAL.",
-							 &wal_images, STORE_WAL_DEFAULT, wal_compression_options,
-							 PGC_SUSET, 0, NULL, NULL, NULL);
-	idem_expiry_init();
-}
-
-/*
- * Log the page images of the writes that follow as idem.wal_compression
- * says; returns what idem_store_images_end must put back, which the caller
- * does in PG_FINALLY, so that no other write of the session is affected.
- */
-int
-idem_store_images_begin(void)
-{
-	return idem_core_wal_compression_set(wal_images);
-}
-
-/* End what idem_store_images_begin started */
-void
-idem_store_images_end(int saved)
-{
-	idem_core_wal_compression_reset(saved);
-}
-
-/*
- * Relcache invalidations of each table (or of its two indexes) seen so far,
- * and how many had been seen when the table last passed store_check_table.
- * Every ALTER TABLE, CREATE TRIGGER, CREATE RULE, CREATE POLICY or foreign
- * key to a table invalidates its relcache entry, so the check runs once per
- * change of the table, not on every call.
- */
-static uint64 invalidations[IDEM_NTABLES] = {1, 1, 1};
-static uint64 checked[IDEM_NTABLES] = {0, 0, 0};
-
-/*
- * oids_generation is bumped whenever the cached OIDs are forgotten, so
- * that a caller can tell whether they were while it waited for a lock
- * (store_open_heap); resolving is true while store_resolve looks them up,
- * when any invalidation may concern a relation it has not filled in yet.
- */
-static uint64 oids_generation = 0;
-static bool resolving = false;
-
-/* Forget the cached OIDs, and checks, when one of the relations changes or goes */
-static void
-store_relcache_callback(Datum arg, Oid relid)
-{
-	int			i;
-
-	if (!OidIsValid(relid) || relid == oids.token_seq || resolving)
-		oids.valid = false;
-	for (i = 0; i < IDEM_NTABLES; i++)
-		if (!OidIsValid(relid) ||
-			relid == oids.heap[i] || relid == oids.pkey[i] ||
-			(OidIsValid(oids.expires[i]) && relid == oids.expires[i]))
-		{
-			oids.valid = false;
-			invalidations[i]++;
-		}
-	if (!oids.valid)
-		oids_generation++;
-}
-
-/*
- * Resolve the OIDs of idem's relations, once per backend and invalidation.
- * The catalog reads may take in invalidations: one that arrives meanwhile
- * leaves them unsettled (oids.valid false), to be looked up again by the
- * next call.  store_open_heap settles them under the table's lock.  A
- * relation found missing while invalidations arrived may have been looked
- * for in a schema dropped and created again meanwhile (DROP and CREATE
- * EXTENSION in another session): it is looked up again, as
- * RangeVarGetRelidExtended does, and is reported missing only from a
- * lookup that no invalidation disturbed.
- */
-static void
-store_resolve(void)
-{
-	uint64		generation;
-	const char *volatile missing;
-
-	if (oids.valid)
-		return;
-	for (;;)
-	{
-		CHECK_FOR_INTERRUPTS();
-		generation = oids_generation;
-		resolving = true;
-		PG_TRY();
-		{
-			missing = store_lookup();
-		}
-		PG_FINALLY();
-		{
-			resolving = false;
-		}
-		PG_END_TRY();
-		if (missing == NULL || generation == oids_generation)
-			break;
-	}
-	if (missing == NULL)
-		oids.valid = (generation == oids_generation);
-	else if (strcmp(missing, "idem") == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_SCHEMA),
-				 errmsg("schema \"idem\" does not exist"),
-				 errhint("Run CREATE EXTENSION idem in this database; if another session is dropping it and creating it again, retry the call.")));
-	else
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation \"idem.%s\" does not exist", missing),
-				 errhint("If another session is dropping the idem extension and creating it again, retry the call; else idem is not installed correctly in this database: DROP and CREATE EXTENSION idem.")));
-}
-
-/*
- * Look up the OIDs of idem's relations (store_resolve); answers the name of
- * one that is missing ("idem": the schema), or NULL if none is
- */
-static const char *
-store_lookup(void)
-{
-	Oid			nsp;
-	int			i;
-
-	if (!callback_registered)
-	{
-		CacheRegisterRelcacheCallback(store_relcache_callback, (Datum) 0);
-		callback_registered = true;
-	}
-	nsp = get_namespace_oid("idem", true);
-	if (!OidIsValid(nsp))
-		return "idem";
-	for (i = 0; i < IDEM_NTABLES; i++)
-	{
-		oids.heap[i] = get_relname_relid(idem_store_heap_names[i], nsp);
-		oids.pkey[i] = InvalidOid;
-		/* before ALTER EXTENSION UPDATE to 1.3 there is no sources table */
-		if (i == IDEM_SOURCES && !OidIsValid(oids.heap[i]))
-			continue;
-		if (!OidIsValid(oids.heap[i]))
-			return idem_store_heap_names[i];
-		oids.pkey[i] = get_relname_relid(idem_store_pkey_names[i], nsp);
-		if (!OidIsValid(oids.pkey[i]))
-			return idem_store_pkey_names[i];
-	}
-	oids.token_seq = get_relname_relid("token_seq", nsp);
-	if (!OidIsValid(oids.token_seq))
-		return "token_seq";
-	oids.outside_write = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
-										 CStringGetDatum("expiry_outside_write"),
-										 PointerGetDatum(buildoidvector(NULL, 0)),
-										 ObjectIdGetDatum(nsp));
-	/*
-	 * Before 1.6, which drops them and adds that function, the purge scans
-	 * the indexes on expires_at; from 1.6 it sweeps (store_expiry.c), and an
-	 * index of that name is a user's, like any other.
-	 */
-	for (i = 0; i < IDEM_NTABLES; i++)
-	{
-		oids.expires[i] = InvalidOid;
-		if (OidIsValid(oids.heap[i]) && idem_store_expires_names[i] != NULL &&
-			!OidIsValid(oids.outside_write))
-		{
-			oids.expires[i] = get_relname_relid(idem_store_expires_names[i], nsp);
-			if (!OidIsValid(oids.expires[i]))
-				return idem_store_expires_names[i];
-		}
-	}
-	return NULL;
-}
-
-/*
- * The OID that one of idem's tables has now, or InvalidOid if there is none
- * (a transaction may drop the extension and create it again).
- */
-Oid
-idem_store_table_oid(IdemTable which)
-{
-	Oid			nsp;
-
-	if (oids.valid)
-		return oids.heap[which];
-	nsp = get_namespace_oid("idem", true);
-	return OidIsValid(nsp) ? get_relname_relid(idem_store_heap_names[which], nsp) : InvalidOid;
-}
-
-
-/*
- * Check, once per change of the table, that the table st has open is as
- * idem--1.0.sql created it and has nothing that idem would bypass.
- */
-static void
-store_check_table(IdemStore *st, LOCKMODE lockmode)
-{
-	/* invalidations that arrive while checking make the next call check again */
-	uint64		seen = invalidations[st->which];
-
-	idem_store_check_columns(st->heap, st->which);
-	idem_store_check_indexes(st, oids.expires[st->which], lockmode);
-	idem_store_check_bypassed(st->heap, st->which, oids.outside_write);
-	checked[st->which] = seen;
-}
-
-/*
- * Has the table st has open an index on expires_at (before 1.6), which the
- * purge then scans?
- */
-bool
-idem_store_has_expires_index(IdemStore *st)
-{
-	return OidIsValid(oids.expires[st->which]);
-}
-
-/*
- * Does a statement that writes the table st has open without idem fire
- * idem.expiry_outside_write, as idem--1.5--1.6.sql set it up (after each
- * INSERT or UPDATE statement, whatever session_replication_role)?  Only
- * then may the purge skip what the expiry map says holds nothing.  Answers
- * the transaction that last changed the trigger (ENABLE and DISABLE do),
- * or InvalidTransactionId: the map forgets the table when that changes, as
- * writes may have gone unseen meanwhile.
- */
-TransactionId
-idem_store_outside_writes_seen(IdemStore *st)
-{
-	Relation	rel;
-	ScanKeyData skey;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	TransactionId seen = InvalidTransactionId;
-
-	if (!OidIsValid(oids.outside_write))
-		return InvalidTransactionId;
-	rel = table_open(TriggerRelationId, AccessShareLock);
-	ScanKeyInit(&skey, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(RelationGetRelid(st->heap)));
-	scan = systable_beginscan(rel, TriggerRelidNameIndexId, true, NULL, 1, &skey);
-	while (HeapTupleIsValid(tup = systable_getnext(scan)))
-	{
-		Form_pg_trigger trig = (Form_pg_trigger) GETSTRUCT(tup);
-
-		if (trig->tgfoid == oids.outside_write &&
-			trig->tgenabled == TRIGGER_FIRES_ALWAYS &&
-			!TRIGGER_FOR_ROW(trig->tgtype) && TRIGGER_FOR_AFTER(trig->tgtype) &&
-			TRIGGER_FOR_INSERT(trig->tgtype) && TRIGGER_FOR_UPDATE(trig->tgtype))
-			seen = HeapTupleHeaderGetXmin(tup->t_data);
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return seen;
-}
-
-/* Open the expires_at index of the table st has open (purge scans it) */
-Relation
-idem_store_open_expires(IdemStore *st)
-{
-	return index_open(oids.expires[st->which], RowExclusiveLock);
-}
-
-/*
- * Open table which under lockmode, with the OIDs of its indexes resolved
- * while the lock is held; NULL if the table does not exist (before the
- * update that creates it).  As RangeVarGetRelidExtended does: resolve,
- * lock, and if an invalidation came in meanwhile, resolve again under the
- * lock, keeping it if the table is still the one locked.  An update that
- * drops or replaces one of idem's relations holds the table's ACCESS
- * EXCLUSIVE lock (1.6 drops the expires_at indexes): a claim that waited
- * behind it must not go on with the OIDs it had before.
- */
-static Relation
-store_open_heap(IdemTable which, LOCKMODE lockmode)
-{
-	for (;;)
-	{
-		uint64		generation;
-		bool		settled;
-		Oid			relid;
-		Relation	heap;
-
-		CHECK_FOR_INTERRUPTS();
-		store_resolve();
-		if (!OidIsValid(oids.heap[which]))
-		{
-			/* created since it was looked up: ALTER EXTENSION UPDATE, here or elsewhere */
-			oids.valid = false;
-			store_resolve();
-			if (!OidIsValid(oids.heap[which]))
-				return NULL;
-		}
-		relid = oids.heap[which];
-		settled = oids.valid;
-		generation = oids_generation;
-		heap = try_table_open(relid, lockmode);
-		if (heap == NULL)
-		{
-			/* dropped meanwhile: look again */
-			oids.valid = false;
-			continue;
-		}
-		if (settled && generation == oids_generation)
-			return heap;
-		/* what is looked up now, under the lock, stays so until it ends */
-		oids.valid = false;
-		store_resolve();
-		if (oids.heap[which] == relid)
-			return heap;
-		table_close(heap, lockmode);
-	}
-}
 
 /*
  * Open a table and its primary key to write one key, or only to read it
@@ -444,15 +54,15 @@ idem_store_open(IdemStore *st, IdemTable which, bool write)
 	LOCKMODE	lockmode = write ? RowExclusiveLock : AccessShareLock;
 
 	st->which = which;
-	st->heap = store_open_heap(which, lockmode);
+	st->heap = idem_store_open_heap(which, lockmode);
 	if (st->heap == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("relation \"idem.%s\" does not exist", idem_store_heap_names[which]),
 				 errhint("Run ALTER EXTENSION idem UPDATE.")));
-	st->pkey = index_open(oids.pkey[which], lockmode);
-	if (checked[which] != invalidations[which])
-		store_check_table(st, lockmode);
+	st->pkey = index_open(idem_store_oids.pkey[which], lockmode);
+	if (idem_store_checked[which] != idem_store_invalidations[which])
+		idem_store_check_table(st, lockmode);
 	st->slot = table_slot_create(st->heap, NULL);
 	st->scan = NULL;
 	st->found = false;
@@ -470,68 +80,6 @@ idem_store_close(IdemStore *st)
 	ExecDropSingleTupleTableSlot(st->slot);
 	index_close(st->pkey, NoLock);
 	table_close(st->heap, NoLock);
-}
-
-/*
- * The lock tag of one key: a 64-bit hash of both parts (b is NULL for a
- * table whose key has one column)
- */
-static void
-store_locktag(LOCKTAG *tag, IdemTable which, text *a, text *b)
-{
-	uint64		h;
-
-	h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(a),
-							VARSIZE_ANY_EXHDR(a), 0x1DE0);
-	if (b != NULL)
-		h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(b),
-								VARSIZE_ANY_EXHDR(b), h);
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
-						 lock_fields[which]);
-}
-
-/*
- * Take the key lock; with nowait, return false if another holds it.  The
- * lock belongs to the current subtransaction's resource owner, whatever
- * portal or function the call runs in: claim_memory.c states why.  An error
- * while the owner is switched aborts that (sub)transaction, whose clean-up
- * sets CurrentResourceOwner again.
- */
-bool
-idem_store_lock(IdemTable which, text *a, text *b, bool nowait)
-{
-	ResourceOwner caller_owner = CurrentResourceOwner;
-	LOCKTAG		tag;
-	LockAcquireResult result;
-
-	store_locktag(&tag, which, a, b);
-	CurrentResourceOwner = CurTransactionResourceOwner;
-	result = LockAcquire(&tag, ExclusiveLock, false, nowait);
-	CurrentResourceOwner = caller_owner;
-	return result != LOCKACQUIRE_NOT_AVAIL;
-}
-
-/* Release the key lock taken by idem_store_lock in this subtransaction */
-void
-idem_store_unlock(IdemTable which, text *a, text *b)
-{
-	ResourceOwner caller_owner = CurrentResourceOwner;
-	LOCKTAG		tag;
-
-	store_locktag(&tag, which, a, b);
-	CurrentResourceOwner = CurTransactionResourceOwner;
-	LockRelease(&tag, ExclusiveLock, false);
-	CurrentResourceOwner = caller_owner;
-}
-
-/* Does this backend hold the key lock (under any resource owner)? */
-bool
-idem_store_lock_held(IdemTable which, text *a, text *b)
-{
-	LOCKTAG		tag;
-
-	store_locktag(&tag, which, a, b);
-	return idem_lock_held_by_me(&tag, ExclusiveLock);
 }
 
 /*
@@ -754,7 +302,7 @@ idem_store_row_version(IdemStore *st, IdemRowVersion *version)
 	version->tid = st->slot->tts_tid;
 	version->xmin = st->xmin;
 	version->filenode = IDEM_REL_FILENUMBER(st->heap);
-	version->checked = checked[st->which];
+	version->checked = idem_store_checked[st->which];
 	version->recent = InvalidBuffer;
 }
 
@@ -780,11 +328,11 @@ idem_store_still_visible(IdemTable which, IdemRowVersion *version)
 	Buffer		buf;
 	bool		visible = false;
 
-	heap = store_open_heap(which, AccessShareLock);
+	heap = idem_store_open_heap(which, AccessShareLock);
 	if (heap == NULL)
 		return false;
-	if (version->checked == checked[which] &&
-		checked[which] == invalidations[which] &&
+	if (version->checked == idem_store_checked[which] &&
+		idem_store_checked[which] == idem_store_invalidations[which] &&
 		version->filenode == IDEM_REL_FILENUMBER(heap))
 	{
 		if (BufferIsValid(version->recent) &&
@@ -953,51 +501,6 @@ idem_store_has_column(IdemStore *st, int column)
 int64
 idem_store_next_token(void)
 {
-	store_resolve();
-	return nextval_internal(oids.token_seq, false);
-}
-
-/*
- * Delete the expired row in st->slot that the purge found, unless a live
- * transaction holds its key or is writing it: a purge never waits for a
- * claim.  The key lock is released at once, so a purge of any size takes
- * one lock at a time; a claimer of the key then waits on the purge's
- * transaction through the row's xmax, as for any uncommitted write.
- */
-bool
-idem_store_delete_expired(IdemStore *st)
-{
-	bool		isnull;
-	text	   *a = DatumGetTextPP(slot_getattr(st->slot, 1, &isnull));
-	text	   *b = DatumGetTextPP(slot_getattr(st->slot, 2, &isnull));
-
-	return idem_store_delete_expired_tid(st, &st->slot->tts_tid, a, b);
-}
-
-/*
- * Delete the expired row at tid, whose key is (a, b), as
- * idem_store_delete_expired does
- */
-bool
-idem_store_delete_expired_tid(IdemStore *st, ItemPointer tid, text *a, text *b)
-{
-	TM_FailureData tmfd;
-	volatile TM_Result result;
-	int			saved;
-
-	if (!idem_store_lock(st->which, a, b, true))
-		return false;
-	saved = idem_store_images_begin();
-	PG_TRY();
-	{
-		result = heap_delete(st->heap, tid, GetCurrentCommandId(true),
-							 InvalidSnapshot, false, &tmfd, false);
-	}
-	PG_FINALLY();
-	{
-		idem_store_images_end(saved);
-	}
-	PG_END_TRY();
-	idem_store_unlock(st->which, a, b);
-	return result == TM_Ok;
+	idem_store_resolve();
+	return nextval_internal(idem_store_oids.token_seq, false);
 }

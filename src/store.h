@@ -127,7 +127,8 @@ idem_store_state_is(IdemStore *st, const char *state)
 		memcmp(VARDATA_ANY(t), state, strlen(state)) == 0;
 }
 
-extern void idem_store_init(void);
+/* The compression of the page images of idem's writes (store_wal.c) */
+extern void idem_store_wal_init(void);
 extern int	idem_store_images_begin(void);
 extern void idem_store_images_end(int saved);
 extern void idem_store_open(IdemStore *st, IdemTable which, bool write);

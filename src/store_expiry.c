@@ -405,6 +405,51 @@ expiry_range_known_empty(ExpiryRange *range, uint64 epoch, TimestampTz now)
 }
 
 /*
+ * Delete the expired row in st->slot that the purge found, unless a live
+ * transaction holds its key or is writing it: a purge never waits for a
+ * claim.  The key lock is released at once, so a purge of any size takes
+ * one lock at a time; a claimer of the key then waits on the purge's
+ * transaction through the row's xmax, as for any uncommitted write.
+ */
+bool
+idem_store_delete_expired(IdemStore *st)
+{
+	bool		isnull;
+	text	   *a = DatumGetTextPP(slot_getattr(st->slot, 1, &isnull));
+	text	   *b = DatumGetTextPP(slot_getattr(st->slot, 2, &isnull));
+
+	return idem_store_delete_expired_tid(st, &st->slot->tts_tid, a, b);
+}
+
+/*
+ * Delete the expired row at tid, whose key is (a, b), as
+ * idem_store_delete_expired does
+ */
+bool
+idem_store_delete_expired_tid(IdemStore *st, ItemPointer tid, text *a, text *b)
+{
+	TM_FailureData tmfd;
+	volatile TM_Result result;
+	int			saved;
+
+	if (!idem_store_lock(st->which, a, b, true))
+		return false;
+	saved = idem_store_images_begin();
+	PG_TRY();
+	{
+		result = heap_delete(st->heap, tid, GetCurrentCommandId(true),
+							 InvalidSnapshot, false, &tmfd, false);
+	}
+	PG_FINALLY();
+	{
+		idem_store_images_end(saved);
+	}
+	PG_END_TRY();
+	idem_store_unlock(st->which, a, b);
+	return result == TM_Ok;
+}
+
+/*
  * When the row in tup, of the table open in st, becomes purgeable: its
  * expiry, or its lease's end if that is later (a key whose attempt is still
  * leased stays, whatever its ttl said).  The one statement of that rule,

@@ -1,8 +1,10 @@
 /*
  * store_internal.h
- *		What store.c and store_shape.c share: the shape of idem's tables as
- *		their install scripts create them, and the checks against it.
- *		Not for the rest of idem, which goes through store.h.
+ *		What the files of the store share (store.c, store_relcache.c,
+ *		store_shape.c), and the purge's sweep, which reads the tables' pages
+ *		itself: the shape of idem's tables as their install scripts create
+ *		them, the checks against it, and the relation cache.  Not for the
+ *		rest of idem, which goes through store.h.
  */
 #ifndef IDEM_STORE_INTERNAL_H
 #define IDEM_STORE_INTERNAL_H
@@ -41,5 +43,25 @@ extern const StoreShape idem_store_shapes[IDEM_NTABLES];
 extern void idem_store_check_columns(Relation heap, IdemTable which);
 extern void idem_store_check_indexes(IdemStore *st, Oid expires_oid, LOCKMODE lockmode);
 extern void idem_store_check_bypassed(Relation heap, IdemTable which, Oid outside_write);
+
+/* The OIDs of idem's relations in this database, resolved once and cached */
+typedef struct StoreOids
+{
+	bool		valid;
+	Oid			heap[IDEM_NTABLES];
+	Oid			pkey[IDEM_NTABLES];
+	Oid			expires[IDEM_NTABLES];	/* InvalidOid: none (from 1.6, or sources) */
+	Oid			token_seq;
+	Oid			outside_write;	/* trigger function idem.expiry_outside_write (1.6) */
+} StoreOids;
+
+/* The relation cache (store_relcache.c) */
+extern StoreOids idem_store_oids;
+extern uint64 idem_store_invalidations[IDEM_NTABLES];
+extern uint64 idem_store_checked[IDEM_NTABLES];
+
+extern void idem_store_resolve(void);
+extern Relation idem_store_open_heap(IdemTable which, LOCKMODE lockmode);
+extern void idem_store_check_table(IdemStore *st, LOCKMODE lockmode);
 
 #endif							/* IDEM_STORE_INTERNAL_H */

@@ -7,7 +7,7 @@
  * on their columns and indexes being exactly those of the install scripts,
  * and would bypass any trigger, rule, CHECK constraint or row-level security
  * policy added to them.  store.c runs these checks once per change of a
- * table (store_check_table).
+ * table (idem_store_check_table).
  */
 #include "postgres.h"
 

@@ -1,0 +1,87 @@
+/*
+ * store_lock.c
+ *		Store: the key locks, one heavyweight lock per key, which make
+ *		"read, decide, write" of a key atomic.
+ *
+ * May call: the server's lock manager only.  Who holds a key lock, and
+ * for how long, is the protocol stated at the top of claim_memory.c.
+ */
+#include "postgres.h"
+
+#include "common/hashfn.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/resowner.h"
+
+#include "idem.h"
+#include "store.h"
+
+/*
+ * locktag_field4 of idem's key locks.  PostgreSQL's own advisory locks use 1
+ * and 2 there, so these never meet pg_advisory_lock() calls; in pg_locks they
+ * show as locktype advisory with objsubid 7649 (keys), 7650 (webhooks) or
+ * 7651 (webhook sources).
+ */
+static const uint16 lock_fields[IDEM_NTABLES] = {0x1DE1, 0x1DE2, 0x1DE3};
+
+/*
+ * The lock tag of one key: a 64-bit hash of both parts (b is NULL for a
+ * table whose key has one column)
+ */
+static void
+store_locktag(LOCKTAG *tag, IdemTable which, text *a, text *b)
+{
+	uint64		h;
+
+	h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(a),
+							VARSIZE_ANY_EXHDR(a), 0x1DE0);
+	if (b != NULL)
+		h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(b),
+								VARSIZE_ANY_EXHDR(b), h);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 lock_fields[which]);
+}
+
+/*
+ * Take the key lock; with nowait, return false if another holds it.  The
+ * lock belongs to the current subtransaction's resource owner, whatever
+ * portal or function the call runs in: claim_memory.c states why.  An error
+ * while the owner is switched aborts that (sub)transaction, whose clean-up
+ * sets CurrentResourceOwner again.
+ */
+bool
+idem_store_lock(IdemTable which, text *a, text *b, bool nowait)
+{
+	ResourceOwner caller_owner = CurrentResourceOwner;
+	LOCKTAG		tag;
+	LockAcquireResult result;
+
+	store_locktag(&tag, which, a, b);
+	CurrentResourceOwner = CurTransactionResourceOwner;
+	result = LockAcquire(&tag, ExclusiveLock, false, nowait);
+	CurrentResourceOwner = caller_owner;
+	return result != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* Release the key lock taken by idem_store_lock in this subtransaction */
+void
+idem_store_unlock(IdemTable which, text *a, text *b)
+{
+	ResourceOwner caller_owner = CurrentResourceOwner;
+	LOCKTAG		tag;
+
+	store_locktag(&tag, which, a, b);
+	CurrentResourceOwner = CurTransactionResourceOwner;
+	LockRelease(&tag, ExclusiveLock, false);
+	CurrentResourceOwner = caller_owner;
+}
+
+/* Does this backend hold the key lock (under any resource owner)? */
+bool
+idem_store_lock_held(IdemTable which, text *a, text *b)
+{
+	LOCKTAG		tag;
+
+	store_locktag(&tag, which, a, b);
+	return idem_lock_held_by_me(&tag, ExclusiveLock);
+}
