@@ -20,6 +20,7 @@
 #include "purge.h"
 #include "stats.h"
 #include "store.h"
+#include "store_expiry.h"
 
 PG_MODULE_MAGIC;
 
@@ -107,7 +108,7 @@ _PG_init(void)
 {
 	idem_define_settings();
 	idem_store_wal_init();
-	idem_expiry_init();
+	idem_sweep_init();
 	idem_claim_memory_init();
 	/* last: it drops the values set for idem.* names not defined by then */
 	MarkGUCPrefixReserved("idem");

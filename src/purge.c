@@ -30,6 +30,7 @@
 #include "purge.h"
 #include "stats.h"
 #include "store.h"
+#include "store_expiry.h"
 
 PG_FUNCTION_INFO_V1(idem_purge);
 PG_FUNCTION_INFO_V1(idem_expiry_outside_write);
@@ -55,7 +56,7 @@ purge_table(IdemTable which, TimestampTz now, int64 limit)
 	idem_store_open(&st, which, true);
 	if (!idem_store_has_expires_index(&st))
 	{
-		deleted = idem_expiry_sweep(&st, now, limit);
+		deleted = idem_sweep(&st, now, limit);
 		idem_store_close(&st);
 		return deleted;
 	}
@@ -69,9 +70,9 @@ purge_table(IdemTable which, TimestampTz now, int64 limit)
 	{
 		CHECK_FOR_INTERRUPTS();
 		/* expired, but perhaps still leased */
-		if (idem_expiry_purgeable_at(&st, ExecFetchSlotHeapTuple(st.slot, false, NULL)) > now)
+		if (idem_sweep_purgeable_at(&st, ExecFetchSlotHeapTuple(st.slot, false, NULL)) > now)
 			continue;
-		if (idem_store_delete_expired(&st))
+		if (idem_sweep_delete_expired(&st))
 			deleted++;
 	}
 	index_endscan(scan);
@@ -164,7 +165,7 @@ purge_backlog_of(IdemTable which, TimestampTz now, int64 *expired, TimestampTz *
 	saved = idem_store_images_begin();
 	PG_TRY();
 	{
-		idem_expiry_backlog(&st, now, expired, oldest);
+		idem_sweep_backlog(&st, now, expired, oldest);
 	}
 	PG_FINALLY();
 	{

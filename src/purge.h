@@ -1,16 +1,27 @@
 /*
  * purge.h
- *		Removing expired keys and deliveries: one batch (purge.c), and the
- *		launcher and workers that run batches in the background
- *		(purge_worker.c).
+ *		Removing expired keys and deliveries: one batch (purge.c), the sweep
+ *		of a table and the purge's deletes (purge_sweep.c), and the launcher
+ *		and workers that run batches in the background (purge_worker.c).
  */
 #ifndef IDEM_PURGE_H
 #define IDEM_PURGE_H
 
 #include "idem.h"
+#include "store.h"
 
 /* One purge batch in the current transaction (purge.c) */
 extern int64 idem_purge_batch(int64 limit);
+
+/* The sweep of a table and the purge's deletes (purge_sweep.c) */
+extern void idem_sweep_init(void);
+extern bool idem_sweep_delete_expired(IdemStore *st);
+extern bool idem_sweep_delete_expired_tid(IdemStore *st, ItemPointer tid,
+										  text *a, text *b);
+extern TimestampTz idem_sweep_purgeable_at(IdemStore *st, HeapTuple tup);
+extern int64 idem_sweep(IdemStore *st, TimestampTz now, int64 limit);
+extern void idem_sweep_backlog(IdemStore *st, TimestampTz now, int64 *expired,
+							   TimestampTz *oldest);
 
 /* Purge launcher and workers (purge_worker.c) */
 extern void idem_purge_worker_shmem_request(void);

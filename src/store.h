@@ -150,21 +150,7 @@ extern bool idem_store_has_column(IdemStore *st, int column);
 extern int64 idem_store_next_token(void);
 extern bool idem_store_has_expires_index(IdemStore *st);
 extern Relation idem_store_open_expires(IdemStore *st);
-extern bool idem_store_delete_expired(IdemStore *st);
-extern bool idem_store_delete_expired_tid(IdemStore *st, ItemPointer tid,
-										  text *a, text *b);
 extern TransactionId idem_store_outside_writes_seen(IdemStore *st);
-
-/* The purge's sweep and the expiry map (store_expiry.c) */
-extern void idem_expiry_init(void);
-extern void idem_expiry_shmem_request(void);
-extern void idem_expiry_shmem_startup(void);
-extern void idem_expiry_note(Relation heap, ItemPointer tid, TimestampTz expires);
-extern void idem_expiry_forget(Relation heap);
-extern TimestampTz idem_expiry_purgeable_at(IdemStore *st, HeapTuple tup);
-extern int64 idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit);
-extern void idem_expiry_backlog(IdemStore *st, TimestampTz now, int64 *expired,
-								TimestampTz *oldest);
 
 /* Which index entries a new row version needs (store_core.c) */
 typedef enum IdemIndexUpdate

@@ -1,6 +1,6 @@
 /*
  * store_expiry.c
- *		Finding expired rows without an index on expires_at: the purge reads
+ *		The expiry map: finding expired rows without an index on expires_at: the purge reads
  *		the table in physical order, and an expiry map in shared memory lets
  *		it skip what holds nothing to delete.
  *
@@ -36,6 +36,14 @@
  *	   range without shared_preload_libraries: unknown ranges are read.
  * Only a sweep can make a range skip rows, and only under these rules; a
  * note or a forgetting only makes the purge read more.
+ *
+ * This file is the map and its protocol; the sweep that reads ranges and
+ * sets their bounds is the purge's (purge_sweep.c).
+ *
+ * May call: the relation cache (store_relcache.c: whether the table's
+ * outside-write trigger is set up) and the server's shared memory, locks
+ * and catalogs.  The store calls in to note its writes, the purge to take
+ * a table's slot and to forget a table.
  */
 #include "postgres.h"
 
@@ -64,34 +72,9 @@
 
 #include "idem.h"
 #include "store.h"
-#include "store_internal.h"
+#include "store_expiry.h"
 
-#define EXPIRY_RANGE_BLOCKS	256		/* 2 MB, about 9,000 keys */
-#define EXPIRY_RANGES		8192	/* 16 GB of a table */
-#define EXPIRY_TABLES		8
 #define EXPIRY_TRANCHE		"idem expiry"
-
-/* One range of a table's blocks */
-typedef struct ExpiryRange
-{
-	slock_t		mutex;
-	uint64		epoch;			/* the table's epoch when min was set */
-	uint64		sweeping;		/* epoch of the sweep holding it, or 0 */
-	TimestampTz min;			/* nothing purgeable before it, when known */
-	TimestampTz noted;			/* least expiry noted while swept */
-} ExpiryRange;
-
-/* The ranges of one table (a relation's file) in one database */
-typedef struct ExpiryTable
-{
-	Oid			dbid;			/* InvalidOid: free; set under the lock */
-	Oid			relid;
-	Oid			filenode;
-	TimestampTz swept;			/* last sweep: the least recent slot is reused */
-	TransactionId trigger;		/* last change of its outside-write trigger */
-	pg_atomic_uint64 epoch;		/* from 1; a new one forgets every range */
-	ExpiryRange ranges[EXPIRY_RANGES];
-} ExpiryTable;
 
 typedef struct ExpiryShared
 {
@@ -110,49 +93,6 @@ static int	cached_slot = -1;
  */
 static bool touched[EXPIRY_TABLES];
 static bool callbacks_registered = false;
-
-#ifdef USE_ASSERT_CHECKING
-/*
- * idem.sweep_pause, in builds with assertions only (make test builds idem
- * so): how long a sweep waits after reading a range it holds, before it
- * sets what it learnt, so that a test can write into the range meanwhile
- * (123_purge_sweep.pl).  The wait shows as wait_event Extension.
- */
-static int	sweep_pause_ms = 0;
-#endif
-
-/* Define the map's settings: none but the test pause of assert builds */
-void
-idem_expiry_init(void)
-{
-#ifdef USE_ASSERT_CHECKING
-	DefineCustomIntVariable("idem.sweep_pause",
-							"Test only: pause of a sweep between reading a range and setting its bound.",
-							NULL,
-							&sweep_pause_ms, 0, 0, 60 * 1000,
-							PGC_SUSET, GUC_UNIT_MS | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
-#endif
-}
-
-#ifdef USE_ASSERT_CHECKING
-/* Wait idem.sweep_pause, as a test asked, answering interrupts */
-static void
-expiry_test_pause(void)
-{
-	TimestampTz until;
-
-	if (sweep_pause_ms <= 0)
-		return;
-	until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), sweep_pause_ms);
-	while (GetCurrentTimestamp() < until)
-	{
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 10, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
-}
-#endif
 
 /* Shared memory the map needs */
 static Size
@@ -215,8 +155,8 @@ expiry_slot_is(ExpiryTable *t, Relation heap)
  * The slot of heap's file, or NULL.  Read without the lock: a slot given to
  * another table meanwhile only takes a note it did not need.
  */
-static ExpiryTable *
-expiry_find(Relation heap)
+ExpiryTable *
+idem_expiry_find(Relation heap)
 {
 	int			i;
 
@@ -240,7 +180,7 @@ expiry_find(Relation heap)
 void
 idem_expiry_note(Relation heap, ItemPointer tid, TimestampTz expires)
 {
-	ExpiryTable *t = expiry_find(heap);
+	ExpiryTable *t = idem_expiry_find(heap);
 	BlockNumber r = ItemPointerGetBlockNumber(tid) / EXPIRY_RANGE_BLOCKS;
 	ExpiryRange *range;
 
@@ -259,7 +199,7 @@ idem_expiry_note(Relation heap, ItemPointer tid, TimestampTz expires)
 void
 idem_expiry_forget(Relation heap)
 {
-	ExpiryTable *t = expiry_find(heap);
+	ExpiryTable *t = idem_expiry_find(heap);
 
 	if (t != NULL)
 		pg_atomic_fetch_add_u64(&t->epoch, 1);
@@ -335,8 +275,8 @@ expiry_subscribed(Relation heap)
  * May the map serve the table st has open?  Sets *trigger to what
  * idem_store_outside_writes_seen answers, which the slot must match.
  */
-static bool
-expiry_serves(IdemStore *st, TransactionId *trigger)
+bool
+idem_expiry_serves(IdemStore *st, TransactionId *trigger)
 {
 	if (expiry == NULL)
 		return false;
@@ -348,15 +288,15 @@ expiry_serves(IdemStore *st, TransactionId *trigger)
  * The slot of heap's file for a sweep, taking the least recently swept one
  * if it has none, and its epoch; NULL when the map cannot serve the table.
  */
-static ExpiryTable *
-expiry_take(IdemStore *st, uint64 *epoch)
+ExpiryTable *
+idem_expiry_take(IdemStore *st, uint64 *epoch)
 {
 	Relation	heap = st->heap;
 	ExpiryTable *t = NULL;
 	TransactionId trigger;
 	int			i;
 
-	if (!expiry_serves(st, &trigger))
+	if (!idem_expiry_serves(st, &trigger))
 		return NULL;
 	LWLockAcquire(expiry->lock, LW_EXCLUSIVE);
 	for (i = 0; i < EXPIRY_TABLES && t == NULL; i++)
@@ -392,298 +332,4 @@ expiry_take(IdemStore *st, uint64 *epoch)
 	}
 	touched[t - expiry->tables] = true;
 	return t;
-}
-
-/*
- * Does the map know that range (its spinlock held) holds nothing
- * purgeable at now, in the table's epoch?
- */
-static inline bool
-expiry_range_known_empty(ExpiryRange *range, uint64 epoch, TimestampTz now)
-{
-	return range->epoch == epoch && range->min > now;
-}
-
-/*
- * Delete the expired row in st->slot that the purge found, unless a live
- * transaction holds its key or is writing it: a purge never waits for a
- * claim.  The key lock is released at once, so a purge of any size takes
- * one lock at a time; a claimer of the key then waits on the purge's
- * transaction through the row's xmax, as for any uncommitted write.
- */
-bool
-idem_store_delete_expired(IdemStore *st)
-{
-	bool		isnull;
-	text	   *a = DatumGetTextPP(slot_getattr(st->slot, 1, &isnull));
-	text	   *b = DatumGetTextPP(slot_getattr(st->slot, 2, &isnull));
-
-	return idem_store_delete_expired_tid(st, &st->slot->tts_tid, a, b);
-}
-
-/*
- * Delete the expired row at tid, whose key is (a, b), as
- * idem_store_delete_expired does
- */
-bool
-idem_store_delete_expired_tid(IdemStore *st, ItemPointer tid, text *a, text *b)
-{
-	TM_FailureData tmfd;
-	volatile TM_Result result;
-	int			saved;
-
-	if (!idem_store_lock(st->which, a, b, true))
-		return false;
-	saved = idem_store_images_begin();
-	PG_TRY();
-	{
-		result = heap_delete(st->heap, tid, GetCurrentCommandId(true),
-							 InvalidSnapshot, false, &tmfd, false);
-	}
-	PG_FINALLY();
-	{
-		idem_store_images_end(saved);
-	}
-	PG_END_TRY();
-	idem_store_unlock(st->which, a, b);
-	return result == TM_Ok;
-}
-
-/*
- * When the row in tup, of the table open in st, becomes purgeable: its
- * expiry, or its lease's end if that is later (a key whose attempt is still
- * leased stays, whatever its ttl said).  The one statement of that rule,
- * for the sweep and for the purge through an index on expires_at.
- */
-TimestampTz
-idem_expiry_purgeable_at(IdemStore *st, HeapTuple tup)
-{
-	const StoreShape *shape = &idem_store_shapes[st->which];
-	TupleDesc	desc = RelationGetDescr(st->heap);
-	bool		isnull;
-	TimestampTz at;
-
-	at = DatumGetTimestampTz(heap_getattr(tup, shape->expires, desc, &isnull));
-	if (st->which == IDEM_KEYS)
-	{
-		Datum		lease = heap_getattr(tup, KEYS_LEASE_UNTIL + 1, desc, &isnull);
-
-		if (!isnull && DatumGetTimestampTz(lease) > at)
-			at = DatumGetTimestampTz(lease);
-	}
-	return at;
-}
-
-/* A row the sweep of one page may delete */
-typedef struct ExpiryCandidate
-{
-	ItemPointerData tid;
-	TimestampTz purgeable;
-	text	   *a;				/* its key's two parts, for the key lock */
-	text	   *b;
-} ExpiryCandidate;
-
-/* One pass over a table: a sweep that deletes, or a count that only reads */
-typedef struct ExpiryPass
-{
-	TimestampTz now;			/* purgeable means: at or before this */
-	bool		counting;		/* count what a sweep would delete, change nothing */
-	int64		limit;			/* a sweep deletes at most this many rows */
-	int64		done;			/* rows deleted, or counted */
-	TimestampTz oldest;			/* counting: the earliest expiry counted */
-	Snapshot	snapshot;		/* what a row must be visible to, to count */
-	BufferAccessStrategy strategy;
-} ExpiryPass;
-
-/*
- * Read blocks [start, end) of the table st has open.  A sweep deletes what
- * is purgeable and visible to the pass's snapshot, until it reaches its
- * limit, and lowers *least to the purgeable time of every row it leaves; a
- * count counts those rows instead.  True if every block was read.
- */
-static bool
-expiry_read_blocks(IdemStore *st, BlockNumber start, BlockNumber end,
-				   ExpiryPass *pass, TimestampTz *least)
-{
-	TupleDesc	desc = RelationGetDescr(st->heap);
-	AttrNumber	expires = idem_store_shapes[st->which].expires;
-	ExpiryCandidate cand[MaxHeapTuplesPerPage];
-	BlockNumber blk;
-
-	for (blk = start; blk < end; blk++)
-	{
-		Buffer		buf;
-		OffsetNumber off = InvalidOffsetNumber;
-		HeapTupleData tup;
-		SnapshotData dirty;
-		int			ncand = 0;
-		bool		full = false;
-		int			i;
-
-		CHECK_FOR_INTERRUPTS();
-		buf = ReadBufferExtended(st->heap, MAIN_FORKNUM, blk, RBM_NORMAL, pass->strategy);
-		if (!pass->counting)
-			idem_core_page_prepare(st->heap, buf);
-		LockBuffer(buf, BUFFER_LOCK_SHARE);
-		while (idem_core_page_next(st->heap, buf, pass->snapshot, &off, &tup))
-		{
-			TimestampTz at;
-			bool		isnull;
-
-			if (pass->counting)
-			{
-				if (HeapTupleSatisfiesVisibility(&tup, pass->snapshot, buf) &&
-					idem_expiry_purgeable_at(st, &tup) <= pass->now)
-				{
-					pass->done++;
-					pass->oldest = Min(pass->oldest,
-									   DatumGetTimestampTz(heap_getattr(&tup, expires, desc, &isnull)));
-				}
-				continue;
-			}
-			/* what a transaction may still see: committed, or being written */
-			InitDirtySnapshot(dirty);
-			if (!HeapTupleSatisfiesVisibility(&tup, &dirty, buf))
-				continue;
-			at = idem_expiry_purgeable_at(st, &tup);
-			if (at > pass->now || !HeapTupleSatisfiesVisibility(&tup, pass->snapshot, buf))
-			{
-				*least = Min(*least, at);
-				continue;
-			}
-			if (pass->done + ncand >= pass->limit)
-			{
-				full = true;
-				break;
-			}
-			cand[ncand].tid = tup.t_self;
-			cand[ncand].purgeable = at;
-			cand[ncand].a = DatumGetTextPCopy(heap_getattr(&tup, 1, desc, &isnull));
-			cand[ncand].b = DatumGetTextPCopy(heap_getattr(&tup, 2, desc, &isnull));
-			ncand++;
-		}
-		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
-
-		for (i = 0; i < ncand; i++)
-		{
-			if (idem_store_delete_expired_tid(st, &cand[i].tid, cand[i].a, cand[i].b))
-				pass->done++;
-			else
-				*least = Min(*least, cand[i].purgeable);
-			pfree(cand[i].a);
-			pfree(cand[i].b);
-		}
-		ReleaseBuffer(buf);
-		if (full)
-			return false;
-	}
-	return true;
-}
-
-/*
- * Run a pass over the table st has open, range by range, skipping the
- * ranges that slot t (NULL: none) knows hold nothing purgeable in epoch.  A
- * sweep holds each range it reads, as the protocol above says, and sets
- * what it learnt; a count leaves the map as it is.
- */
-static void
-expiry_pass(IdemStore *st, ExpiryTable *t, uint64 epoch, ExpiryPass *pass)
-{
-	BlockNumber nblocks = RelationGetNumberOfBlocks(st->heap);
-	BlockNumber nranges = (nblocks + EXPIRY_RANGE_BLOCKS - 1) / EXPIRY_RANGE_BLOCKS;
-	BlockNumber r;
-
-	for (r = 0; r < nranges && pass->done < pass->limit; r++)
-	{
-		ExpiryRange *range = (t != NULL && r < EXPIRY_RANGES) ? &t->ranges[r] : NULL;
-		bool		held = false;
-		bool		whole;
-		TimestampTz least = DT_NOEND;
-
-		if (range != NULL)
-		{
-			SpinLockAcquire(&range->mutex);
-			if (expiry_range_known_empty(range, epoch, pass->now))
-			{
-				SpinLockRelease(&range->mutex);
-				continue;
-			}
-			if (!pass->counting && range->sweeping != epoch)
-			{
-				range->sweeping = epoch;
-				range->noted = DT_NOEND;
-				held = true;
-			}
-			SpinLockRelease(&range->mutex);
-		}
-
-		whole = expiry_read_blocks(st, r * EXPIRY_RANGE_BLOCKS,
-								   Min(nblocks, (r + 1) * EXPIRY_RANGE_BLOCKS),
-								   pass, &least);
-
-		if (held)
-		{
-#ifdef USE_ASSERT_CHECKING
-			expiry_test_pause();
-#endif
-			SpinLockAcquire(&range->mutex);
-			if (range->sweeping == epoch)
-			{
-				if (whole)
-				{
-					range->min = Min(least, range->noted);
-					range->epoch = epoch;
-				}
-				range->sweeping = 0;
-			}
-			SpinLockRelease(&range->mutex);
-		}
-	}
-}
-
-/*
- * Delete up to limit purgeable rows of the table st has open, reading the
- * ranges that the map does not know to hold none; returns how many.
- */
-int64
-idem_expiry_sweep(IdemStore *st, TimestampTz now, int64 limit)
-{
-	uint64		epoch = 0;
-	ExpiryTable *t = expiry_take(st, &epoch);
-	ExpiryPass	pass = {.now = now,.counting = false,.limit = limit};
-
-	pass.snapshot = RegisterSnapshot(GetLatestSnapshot());
-	pass.strategy = GetAccessStrategy(BAS_BULKREAD);
-	expiry_pass(st, t, epoch, &pass);
-	UnregisterSnapshot(pass.snapshot);
-	FreeAccessStrategy(pass.strategy);
-	return pass.done;
-}
-
-/*
- * How many rows of the table st has open are purgeable at now, visible to
- * the active snapshot, and the earliest expiry among them (DT_NOEND: none),
- * reading the ranges that the map does not know to hold none.  Only reads:
- * neither the rows nor the map change (the monitoring role calls it).
- */
-void
-idem_expiry_backlog(IdemStore *st, TimestampTz now, int64 *expired, TimestampTz *oldest)
-{
-	ExpiryTable *t = NULL;
-	uint64		epoch = 0;
-	TransactionId trigger;
-	ExpiryPass	pass = {.now = now,.counting = true,.limit = PG_INT64_MAX,.oldest = DT_NOEND};
-
-	if (expiry_serves(st, &trigger) && (t = expiry_find(st->heap)) != NULL)
-	{
-		epoch = pg_atomic_read_u64(&t->epoch);
-		if (t->trigger != trigger)
-			t = NULL;
-	}
-	pass.snapshot = GetActiveSnapshot();
-	pass.strategy = GetAccessStrategy(BAS_BULKREAD);
-	expiry_pass(st, t, epoch, &pass);
-	FreeAccessStrategy(pass.strategy);
-	*expired = pass.done;
-	*oldest = pass.oldest;
 }
