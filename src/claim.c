@@ -21,6 +21,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/htup_details.h"
 #include "access/parallel.h"
 #include "access/xact.h"
@@ -29,6 +31,7 @@
 #include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/resowner.h"
 #include "utils/timestamp.h"
@@ -42,6 +45,25 @@
 
 PG_FUNCTION_INFO_V1(idem_claim);
 PG_FUNCTION_INFO_V1(idem_lookup);
+
+int			idem_ttl_secs = 24 * 60 * 60;
+int			idem_lease_secs = 60;
+
+/* Define idem.ttl and idem.lease, which a claim takes when given none (_PG_init) */
+void
+idem_claim_init(void)
+{
+	DefineCustomIntVariable("idem.ttl",
+							"How long an idempotency key is kept.",
+							"A key past its expiry counts as absent and is purged.",
+							&idem_ttl_secs, 24 * 60 * 60, 1, INT_MAX,
+							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
+	DefineCustomIntVariable("idem.lease",
+							"How long a committed processing claim is honoured.",
+							"After it, the next claim takes the key over.",
+							&idem_lease_secs, 60, 1, INT_MAX,
+							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
+}
 
 /* Largest fingerprint accepted: room for any hash, not for a payload */
 #define IDEM_MAX_FINGERPRINT_BYTES	255

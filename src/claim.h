@@ -38,6 +38,11 @@ typedef struct IdemClaimAnswer
 	IdemCounter counted;		/* the counter the answer adds to */
 } IdemClaimAnswer;
 
+/* Settings (claim.c) */
+extern int	idem_ttl_secs;
+extern int	idem_lease_secs;
+
+extern void idem_claim_init(void);
 extern bytea *idem_claim_arg_fingerprint(FunctionCallInfo fcinfo, int argno);
 extern void idem_claim_key(text *key, bytea *fp, text *scope, const Interval *lease,
 						   const Interval *ttl, bool nowait, IdemClaimAnswer *answer);

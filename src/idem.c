@@ -1,6 +1,13 @@
 /*
  * idem.c
- *		Module entry point: settings, shared memory hooks, the purge worker.
+ *		Module entry point: _PG_init, which has each module define its
+ *		settings, sets the shared memory hooks and registers the purge
+ *		launcher.
+ *
+ * May call: each module's Init function (claim.c, input.c, webhook/record.c,
+ * purge.c, purge_worker.c, store_wal.c, purge_sweep.c, claim_memory.c) and
+ * the shared memory of the counters (stats.c), the purge launcher
+ * (purge_worker.c) and the expiry map (store_expiry.c).  Nothing calls it.
  *
  * Every SQL function works when the library is loaded on demand.  Only the
  * counters, the purge worker and the purge's expiry map (without which a
@@ -9,28 +16,21 @@
  */
 #include "postgres.h"
 
-#include <limits.h>
-
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "utils/guc.h"
 
+#include "claim.h"
 #include "claim_memory.h"
 #include "idem.h"
+#include "input.h"
 #include "purge.h"
 #include "stats.h"
 #include "store.h"
 #include "store_expiry.h"
+#include "webhook/entry.h"
 
 PG_MODULE_MAGIC;
-
-int			idem_ttl_secs = 24 * 60 * 60;
-int			idem_lease_secs = 60;
-int			idem_webhook_ttl_secs = 7 * 24 * 60 * 60;
-int			idem_max_response_kb = 1024;
-int			idem_purge_interval_secs = 60;
-int			idem_purge_batch_size = 10000;
-char	   *idem_database = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -59,54 +59,16 @@ idem_shmem_startup(void)
 	idem_expiry_shmem_startup();
 }
 
-/* Define the idem.* settings */
-static void
-idem_define_settings(void)
-{
-	DefineCustomIntVariable("idem.ttl",
-							"How long an idempotency key is kept.",
-							"A key past its expiry counts as absent and is purged.",
-							&idem_ttl_secs, 24 * 60 * 60, 1, INT_MAX,
-							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
-	DefineCustomIntVariable("idem.lease",
-							"How long a committed processing claim is honoured.",
-							"After it, the next claim takes the key over.",
-							&idem_lease_secs, 60, 1, INT_MAX,
-							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
-	DefineCustomIntVariable("idem.webhook_ttl",
-							"How long a webhook or message id is kept.",
-							NULL,
-							&idem_webhook_ttl_secs, 7 * 24 * 60 * 60, 1, INT_MAX,
-							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
-	DefineCustomIntVariable("idem.max_response_size",
-							"Largest response, error or checkpoint data stored.",
-							NULL,
-							&idem_max_response_kb, 1024, 1, MAX_KILOBYTES / 1024 * 1024,
-							PGC_SUSET, GUC_UNIT_KB, NULL, NULL, NULL);
-	DefineCustomIntVariable("idem.purge_interval",
-							"Pause of the purge worker between passes; 0 pauses it.",
-							NULL,
-							&idem_purge_interval_secs, 60, 0, INT_MAX / 1000,
-							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
-	DefineCustomIntVariable("idem.purge_batch_size",
-							"Rows a purge deletes per transaction.",
-							NULL,
-							&idem_purge_batch_size, 10000, 1, INT_MAX,
-							PGC_SIGHUP, 0, NULL, NULL, NULL);
-	/* PostgreSQL refuses PGC_POSTMASTER settings from a library loaded later */
-	if (process_shared_preload_libraries_in_progress)
-		DefineCustomStringVariable("idem.database",
-								   "Database in which the purge worker runs.",
-								   NULL,
-								   &idem_database, "postgres",
-								   PGC_POSTMASTER, 0, NULL, NULL, NULL);
-}
-
 /* Module load */
 void
 _PG_init(void)
 {
-	idem_define_settings();
+	/* each module's settings */
+	idem_claim_init();
+	idem_input_init();
+	idem_webhook_record_init();
+	idem_purge_init();
+	idem_purge_worker_init();
 	idem_store_wal_init();
 	idem_sweep_init();
 	idem_claim_memory_init();

@@ -1,8 +1,10 @@
 /*
  * idem.h
  *		What every file of the idem extension shares: the server version
- *		differences, the extension's SQLSTATEs and limits, and its settings
- *		(idem.c).  Each module declares the rest in its own header.
+ *		differences, the extension's SQLSTATEs and limits.  Each module
+ *		declares the rest in its own header, its settings too: it defines
+ *		them in its own Init function (idem_claim_init in claim.c, say),
+ *		which _PG_init (idem.c) calls.
  */
 #ifndef IDEM_H
 #define IDEM_H
@@ -23,14 +25,5 @@
 
 /* Limits of the contract */
 #define IDEM_MAX_KEY_BYTES		255
-
-/* Settings (idem.c) */
-extern int	idem_ttl_secs;
-extern int	idem_lease_secs;
-extern int	idem_webhook_ttl_secs;
-extern int	idem_max_response_kb;
-extern int	idem_purge_interval_secs;
-extern int	idem_purge_batch_size;
-extern char *idem_database;
 
 #endif							/* IDEM_H */

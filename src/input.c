@@ -12,6 +12,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/fmgrprotos.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
@@ -19,6 +20,19 @@
 
 #include "idem.h"
 #include "input.h"
+
+int			idem_max_response_kb = 1024;
+
+/* Define idem.max_response_size, which idem_check_value_size applies (_PG_init) */
+void
+idem_input_init(void)
+{
+	DefineCustomIntVariable("idem.max_response_size",
+							"Largest response, error or checkpoint data stored.",
+							NULL,
+							&idem_max_response_kb, 1024, 1, MAX_KILOBYTES / 1024 * 1024,
+							PGC_SUSET, GUC_UNIT_KB, NULL, NULL, NULL);
+}
 
 /* A text argument: not NULL, at most 255 bytes, and not empty if need be */
 static text *

@@ -19,6 +19,10 @@
  */
 #define IDEM_MAX_REPLAY_TEXT	(1023 * 1024 * 1024)
 
+/* Settings (input.c) */
+extern int	idem_max_response_kb;
+
+extern void idem_input_init(void);
 extern text *idem_arg_key(FunctionCallInfo fcinfo, int argno, const char *what);
 extern bool idem_arg_key_valid(FunctionCallInfo fcinfo, int argno);
 extern text *idem_arg_scope(FunctionCallInfo fcinfo, int argno, const char *what);

@@ -13,6 +13,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/genam.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -22,6 +24,7 @@
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
@@ -35,6 +38,19 @@
 PG_FUNCTION_INFO_V1(idem_purge);
 PG_FUNCTION_INFO_V1(idem_expiry_outside_write);
 PG_FUNCTION_INFO_V1(idem_purge_backlog);
+
+int			idem_purge_batch_size = 10000;
+
+/* Define idem.purge_batch_size (_PG_init) */
+void
+idem_purge_init(void)
+{
+	DefineCustomIntVariable("idem.purge_batch_size",
+							"Rows a purge deletes per transaction.",
+							NULL,
+							&idem_purge_batch_size, 10000, 1, INT_MAX,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
+}
 
 /* Delete up to limit expired rows of one table; returns how many */
 static int64

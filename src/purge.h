@@ -10,7 +10,10 @@
 #include "idem.h"
 #include "store.h"
 
-/* One purge batch in the current transaction (purge.c) */
+/* One purge batch in the current transaction, and its setting (purge.c) */
+extern int	idem_purge_batch_size;
+
+extern void idem_purge_init(void);
 extern int64 idem_purge_batch(int64 limit);
 
 /* The sweep of a table and the purge's deletes (purge_sweep.c) */
@@ -23,7 +26,11 @@ extern int64 idem_sweep(IdemStore *st, TimestampTz now, int64 limit);
 extern void idem_sweep_backlog(IdemStore *st, TimestampTz now, int64 *expired,
 							   TimestampTz *oldest);
 
-/* Purge launcher and workers (purge_worker.c) */
+/* Purge launcher and workers, and their settings (purge_worker.c) */
+extern int	idem_purge_interval_secs;
+extern char *idem_database;
+
+extern void idem_purge_worker_init(void);
 extern void idem_purge_worker_shmem_request(void);
 extern void idem_purge_worker_shmem_startup(void);
 extern void idem_purge_worker_register(void);

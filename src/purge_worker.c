@@ -32,6 +32,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/xact.h"
 #include "commands/extension.h"
 #include "miscadmin.h"
@@ -54,6 +56,27 @@
 
 #define IDEM_LAUNCHER_NAME			"idem purge launcher"
 #define IDEM_WORKER_NAME			"idem purge worker"
+
+int			idem_purge_interval_secs = 60;
+char	   *idem_database = NULL;
+
+/* Define idem.purge_interval and idem.database (_PG_init) */
+void
+idem_purge_worker_init(void)
+{
+	DefineCustomIntVariable("idem.purge_interval",
+							"Pause of the purge worker between passes; 0 pauses it.",
+							NULL,
+							&idem_purge_interval_secs, 60, 0, INT_MAX / 1000,
+							PGC_SIGHUP, GUC_UNIT_S, NULL, NULL, NULL);
+	/* PostgreSQL refuses PGC_POSTMASTER settings from a library loaded later */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomStringVariable("idem.database",
+								   "Database in which the purge worker runs.",
+								   NULL,
+								   &idem_database, "postgres",
+								   PGC_POSTMASTER, 0, NULL, NULL, NULL);
+}
 
 /* Seconds before the postmaster starts an exited launcher again */
 #define IDEM_LAUNCHER_RESTART_SECS	5

@@ -39,7 +39,10 @@ typedef struct WebhookSource
 
 extern bool idem_webhook_source_read(text *source, WebhookSource *src);
 
-/* The record of a delivery (record.c) */
+/* The record of a delivery (record.c), and the setting of how long it is kept */
+extern int	idem_webhook_ttl_secs;
+
+extern void idem_webhook_record_init(void);
 extern bool idem_webhook_record(text *source, text *event_id, const Interval *ttl);
 
 #endif							/* IDEM_WEBHOOK_ENTRY_H */

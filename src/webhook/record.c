@@ -13,8 +13,11 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "utils/guc.h"
 
 #include "idem.h"
 #include "input.h"
@@ -23,6 +26,19 @@
 #include "webhook/entry.h"
 
 PG_FUNCTION_INFO_V1(idem_webhook);
+
+int			idem_webhook_ttl_secs = 7 * 24 * 60 * 60;
+
+/* Define idem.webhook_ttl, which a delivery and a source take by default (_PG_init) */
+void
+idem_webhook_record_init(void)
+{
+	DefineCustomIntVariable("idem.webhook_ttl",
+							"How long a webhook or message id is kept.",
+							NULL,
+							&idem_webhook_ttl_secs, 7 * 24 * 60 * 60, 1, INT_MAX,
+							PGC_USERSET, GUC_UNIT_S, NULL, NULL, NULL);
+}
 
 /* Is there no live record of the delivery read?  Moves *now past any wait. */
 static bool
