@@ -84,7 +84,7 @@ static bool
 fingerprint_differs(IdemStore *st, bytea *fp)
 {
 	return fp != NULL && !st->nulls[KEYS_FINGERPRINT] &&
-		!column_equals(st, KEYS_FINGERPRINT, fp);
+		!idem_column_equals(st, KEYS_FINGERPRINT, fp);
 }
 
 /* An interval of the microseconds from now to until (at least zero) */
@@ -243,7 +243,7 @@ claim_decide(IdemStore *st, IdemFetch fetched, bytea *fp, TimestampTz now)
 {
 	if (fetched == IDEM_FETCH_BUSY)
 		return DECIDE_IN_PROGRESS;
-	if (fetched == IDEM_FETCH_NONE || row_expired(st, now))
+	if (fetched == IDEM_FETCH_NONE || idem_row_expired(st, now))
 		return DECIDE_TAKE;
 	if (fingerprint_differs(st, fp))
 		return DECIDE_MISMATCH;
@@ -371,7 +371,7 @@ idem_claim_key(text *key, bytea *fp, text *scope, const Interval *lease,
 		TimestampTz expires_at = idem_after(now, ttl, "ttl");
 		int64		token = idem_store_next_token();
 
-		if (fetched == IDEM_FETCH_FOUND && !row_expired(&st, now))
+		if (fetched == IDEM_FETCH_FOUND && !idem_row_expired(&st, now))
 		{
 			/* the lease ran out, or the attempt was released */
 			claim_next_attempt(&st, scope, key, fp, token, lease_until, values, nulls);
@@ -521,7 +521,7 @@ idem_lookup(PG_FUNCTION_ARGS)
 		}
 		else
 			found = idem_store_fetch_visible(&st, scope, key);
-		if (found && !row_expired(&st, GetCurrentTimestamp()))
+		if (found && !idem_row_expired(&st, GetCurrentTimestamp()))
 		{
 			static const int cols[] = {KEYS_STATE, KEYS_ATTEMPT, KEYS_FINGERPRINT,
 				KEYS_LEASE_UNTIL, KEYS_CHECKPOINT, KEYS_CREATED_AT,

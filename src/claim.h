@@ -59,14 +59,14 @@ extern void idem_claim_pending_as_found(IdemStore *st, struct IdemClaim *claim,
  * ttl, and claiming the key again in it must not start a second attempt.
  */
 static inline bool
-row_expired(IdemStore *st, TimestampTz now)
+idem_row_expired(IdemStore *st, TimestampTz now)
 {
 	return !st->own && DatumGetTimestampTz(st->values[KEYS_EXPIRES_AT]) <= now;
 }
 
 /* Do the column's value (text or bytea) and v hold the same bytes? */
 static inline bool
-column_equals(IdemStore *st, int column, struct varlena *v)
+idem_column_equals(IdemStore *st, int column, struct varlena *v)
 {
 	struct varlena *stored = PG_DETOAST_DATUM_PACKED(st->values[column]);
 

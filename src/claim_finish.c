@@ -109,8 +109,8 @@ finish_own_claim(IdemStore *st, FinishArgs *args)
 		!idem_store_fetch_own(st, &args->claim->tid, args->claim->filenode))
 		return false;
 	if (DatumGetInt64(st->values[KEYS_TOKEN]) == args->token &&
-		column_equals(st, KEYS_KEY, args->key) &&
-		column_equals(st, KEYS_SCOPE, args->scope))
+		idem_column_equals(st, KEYS_KEY, args->key) &&
+		idem_column_equals(st, KEYS_SCOPE, args->scope))
 		return true;
 	ExecClearTuple(st->slot);
 	st->found = false;
@@ -130,7 +130,7 @@ finish_check_owner(IdemStore *st, IdemFetch fetched, TimestampTz now,
 	int64		token = args->token;
 	int64		current;
 
-	if (fetched != IDEM_FETCH_FOUND || row_expired(st, now))
+	if (fetched != IDEM_FETCH_FOUND || idem_row_expired(st, now))
 		ereport(ERROR,
 				(errcode(ERRCODE_IDEM_NO_CLAIM),
 				 errmsg("%s: key \"%s\" has no claim", fname, text_to_cstring(key)),

@@ -8,10 +8,12 @@
  * BGN, ...) are not here, so a payment key is never made for them.  When
  * ISO adds or withdraws a code, change the table (keep it sorted) and the
  * list in doc/fingerprints.md.
+ *
+ * May call: libc only (bsearch).
  */
 #include "postgres.h"
 
-#include "fingerprint.h"
+#include "currency.h"
 
 typedef struct IdemCurrency
 {

@@ -1,8 +1,8 @@
 /*
  * fingerprint.h
- *		Fingerprints, deterministic keys and ISO 4217 currencies
- *		(fingerprint.c, payment_key.c, currency.c).  doc/fingerprints.md
- *		states the formats.
+ *		Fingerprints and deterministic keys (fingerprint.c), which
+ *		payment_key.c builds on; currencies have their own header
+ *		(currency.h).  doc/fingerprints.md states the formats.
  */
 #ifndef IDEM_FINGERPRINT_H
 #define IDEM_FINGERPRINT_H
@@ -28,9 +28,5 @@ extern void idem_canonical_append(StringInfo buf, Jsonb *jb);
 extern void idem_fingerprint_jsonb(Jsonb *jb, uint8 *out);
 extern void idem_key_hex(int nparts, const char *const *parts, const int *lens,
 						 char *hex);
-
-/* Minor units of a currency that ISO 4217 gives none (gold, XDR, ...) */
-#define IDEM_CURRENCY_NO_MINOR_UNIT	(-1)
-extern bool idem_currency_minor_units(const char *code, int *minor_units);
 
 #endif							/* IDEM_FINGERPRINT_H */

@@ -19,6 +19,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/numeric.h"
 
+#include "currency.h"
 #include "fingerprint.h"
 #include "input.h"
 

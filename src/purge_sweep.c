@@ -31,6 +31,7 @@
 #include "idem.h"
 #include "purge.h"
 #include "store.h"
+#include "store_core.h"
 #include "store_expiry.h"
 #include "store_internal.h"
 

@@ -42,6 +42,7 @@
 
 #include "idem.h"
 #include "store.h"
+#include "store_core.h"
 #include "store_expiry.h"
 #include "store_internal.h"
 

@@ -1,6 +1,11 @@
 /*
  * store.h
- *		Direct access to idem's tables (store.c).
+ *		Direct access to idem's tables, for the rest of idem: rows (store.c),
+ *		key locks (store_lock.c), what the relation cache answers
+ *		(store_relcache.c) and the compression of the page images of idem's
+ *		writes (store_wal.c).  The expiry map has store_expiry.h, what
+ *		mirrors core store_core.h, and the files of the store share
+ *		store_internal.h.
  *
  * The claim path does not go through SPI or the executor: one index probe,
  * one heap insert or update, under a short per-key lock.  See store.c.
@@ -151,27 +156,5 @@ extern int64 idem_store_next_token(void);
 extern bool idem_store_has_expires_index(IdemStore *st);
 extern Relation idem_store_open_expires(IdemStore *st);
 extern TransactionId idem_store_outside_writes_seen(IdemStore *st);
-
-/* Which index entries a new row version needs (store_core.c) */
-typedef enum IdemIndexUpdate
-{
-	IDEM_INDEX_INSERT,			/* a new row: every index */
-	IDEM_INDEX_ALL,				/* an update that is not HOT: every index */
-	IDEM_INDEX_SUMMARIZING,		/* a HOT update: the summarizing indexes only */
-	IDEM_INDEX_NONE				/* a HOT update: none */
-} IdemIndexUpdate;
-
-/* What store.c does as core does it (store_core.c) */
-extern bool idem_core_fetch_pinned(Relation heap, Buffer buffer, ItemPointer tid,
-								   Snapshot snapshot, TransactionId xmin);
-extern void idem_core_insert_index_entries(Relation heap, HeapTuple tup,
-										   IdemIndexUpdate which, Bitmapset *modified);
-extern TM_Result idem_core_update(Relation heap, ItemPointer otid, HeapTuple tup,
-								  IdemIndexUpdate *which);
-extern void idem_core_page_prepare(Relation heap, Buffer buffer);
-extern bool idem_core_page_next(Relation heap, Buffer buffer, Snapshot snapshot,
-								OffsetNumber *off, HeapTuple tup);
-extern int	idem_core_wal_compression_set(int method);
-extern void idem_core_wal_compression_reset(int saved);
 
 #endif							/* IDEM_STORE_H */

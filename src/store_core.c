@@ -9,7 +9,8 @@
  * Each function names the core function it follows in every version idem
  * builds against (15, 17 and 18), and says where those differ, so that a
  * new major version is one diff of this file (and of compat.h).  Nothing
- * here knows idem's tables; store.c calls in, this file calls only core.
+ * here knows idem's tables; the store (store.c, store_wal.c) and the
+ * purge's sweep (purge_sweep.c) call in.
  */
 #include "postgres.h"
 
@@ -26,6 +27,7 @@
 
 #include "idem.h"
 #include "store.h"
+#include "store_core.h"
 
 /*
  * Follows heap_fetch (access/heap/heapam.c) from after its ReadBuffer, on a

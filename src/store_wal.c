@@ -13,6 +13,7 @@
 
 #include "idem.h"
 #include "store.h"
+#include "store_core.h"
 
 /*
  * idem.wal_compression: how the full-page images of idem's own writes are
