@@ -18,6 +18,10 @@
  * A claim of a key that has no row is pending: it holds the key lock and
  * writes its row later.  Which lock, under which resource owner, and what a
  * rollback undoes is the protocol stated at the top of claim_memory.c.
+ *
+ * May call: the claim memory (claim_memory.c), the store (store.h:
+ * rows and key locks), the counters (stats.c) and the argument checks
+ * (input.c).  It defines idem.ttl and idem.lease (idem_claim_init).
  */
 #include "postgres.h"
 

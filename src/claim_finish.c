@@ -6,6 +6,10 @@
  * Each checks that the caller owns the key's current attempt (by its token,
  * or as the transaction that claimed it) and writes the row's new state;
  * the states a key's row moves through are drawn at the top of claim.c.
+ *
+ * May call: what claim.c shares of a key's row (claim.h), the claim
+ * memory (claim_memory.c), the store (store.h), the counters (stats.c) and
+ * the argument checks (input.c).
  */
 #include "postgres.h"
 

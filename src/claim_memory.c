@@ -70,6 +70,8 @@
  *    processing without its work.
  *
  * claim_memory_check() asserts rules 1, 2 and 4 in builds with assertions.
+ *
+ * May call: the store only (store.h: rows, key locks, the relation cache).
  */
 #include "postgres.h"
 

@@ -11,6 +11,8 @@
  * All hashing goes through PostgreSQL's common/cryptohash.h, so the result
  * does not depend on pgcrypto being installed and follows the server's
  * choice of implementation (OpenSSL or the built-in one).
+ *
+ * May call: the server's hashing (common/cryptohash.h) and jsonb code only.
  */
 #include "postgres.h"
 

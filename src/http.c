@@ -27,6 +27,10 @@
  * wait at that moment instead, with the same answer; a cancel cancels.
  * Only a claim that has to wait pays for the subtransaction: the first try
  * never waits.
+ *
+ * May call: the claim of claim.c (claim.h), the claim memory
+ * (claim_memory.c), the counters (stats.c) and the argument checks
+ * (input.c); never the store directly.
  */
 #include "postgres.h"
 

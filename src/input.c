@@ -4,6 +4,9 @@
  *
  * Each check runs before anything is locked or written, so a call that
  * errors here has written nothing.  And the result row they build.
+ *
+ * May call: the server only.  It defines idem.max_response_size
+ * (idem_input_init).
  */
 #include "postgres.h"
 

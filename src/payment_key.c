@@ -8,6 +8,9 @@
  * anything that cannot be written so (an unknown currency, a fraction of a
  * minor unit) is an error rather than a silent rounding: a rounded amount
  * would give two different payments the same key.
+ *
+ * May call: the key hash of fingerprint.c, the currencies of currency.c
+ * and the argument checks (input.c).
  */
 #include "postgres.h"
 

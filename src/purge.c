@@ -10,6 +10,12 @@
  * index up to now.  Either way it deletes what it may: a row whose key a
  * live transaction holds or is writing is skipped (the next pass gets it),
  * and a processing row whose lease has not run out is never removed.
+ *
+ * May call: the sweep and the purge's deletes (purge_sweep.c), the store
+ * (rows, the relation cache, the compression of page images, and the
+ * expiry map's forgetting of a table), the counters (stats.c) and the
+ * argument checks (input.c).  It defines idem.purge_batch_size
+ * (idem_purge_init).
  */
 #include "postgres.h"
 

@@ -29,6 +29,10 @@
  *
  * Binary-upgrade mode (pg_upgrade) registers neither: idem.c does not call
  * idem_purge_worker_register() then.
+ *
+ * May call: one purge batch (purge.c) and the server's background
+ * workers.  It defines idem.purge_interval and idem.database
+ * (idem_purge_worker_init).
  */
 #include "postgres.h"
 

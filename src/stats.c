@@ -17,6 +17,8 @@
  *
  * Counters are not transactional: a claim that is rolled back still counted,
  * as statistics in PostgreSQL do.
+ *
+ * May call: the result row of input.c and the server's shared memory.
  */
 #include "postgres.h"
 

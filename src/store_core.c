@@ -11,6 +11,8 @@
  * new major version is one diff of this file (and of compat.h).  Nothing
  * here knows idem's tables; the store (store.c, store_wal.c) and the
  * purge's sweep (purge_sweep.c) call in.
+ *
+ * May call: PostgreSQL's own code only.
  */
 #include "postgres.h"
 

@@ -8,6 +8,8 @@
  * and would bypass any trigger, rule, CHECK constraint or row-level security
  * policy added to them.  store.c runs these checks once per change of a
  * table (idem_store_check_table).
+ *
+ * May call: the server's catalogs only.
  */
 #include "postgres.h"
 
