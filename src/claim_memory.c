@@ -18,7 +18,7 @@
  * from committing without its work:
  *
  * 1. The lock.  Each key lock is an ExclusiveLock on an advisory tag of the
- *    key (store.c), taken under CurTransactionResourceOwner: the resource
+ *    key (store_lock.c), taken under CurTransactionResourceOwner: the resource
  *    owner of the subtransaction that is current when the call runs, never
  *    the owner of the portal (a cursor's FETCH), SPI call or PL/pgSQL block
  *    the call happens to run under.  A pending claim keeps its lock to the

@@ -1,6 +1,6 @@
 /*
  * store_core.c
- *		What store.c does as PostgreSQL's own code does it: index
+ *		What the store does as PostgreSQL's own code does it: index
  *		maintenance after a heap write, the visibility check of a fetched
  *		row, the heap update with the index work it leaves to do, a page
  *		read by the purge's sweep, and the choice of how the page images

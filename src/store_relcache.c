@@ -163,7 +163,7 @@ store_lookup(void)
 													ObjectIdGetDatum(nsp));
 	/*
 	 * Before 1.6, which drops them and adds that function, the purge scans
-	 * the indexes on expires_at; from 1.6 it sweeps (store_expiry.c), and an
+	 * the indexes on expires_at; from 1.6 it sweeps (purge_sweep.c), and an
 	 * index of that name is a user's, like any other.
 	 */
 	for (i = 0; i < IDEM_NTABLES; i++)

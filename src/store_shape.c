@@ -6,8 +6,8 @@
  * store.c reads and writes idem's tables without the executor, so it relies
  * on their columns and indexes being exactly those of the install scripts,
  * and would bypass any trigger, rule, CHECK constraint or row-level security
- * policy added to them.  store.c runs these checks once per change of a
- * table (idem_store_check_table).
+ * policy added to them.  The relation cache (store_relcache.c) runs these
+ * checks once per change of a table (idem_store_check_table).
  *
  * May call: the server's catalogs only.
  */
@@ -175,7 +175,7 @@ idem_store_check_indexes(IdemStore *st, Oid expires_oid, LOCKMODE lockmode)
 									cols[shape->pkey[0] - 1].name,
 									shape->npkey > 1 ? ", " : "",
 									shape->npkey > 1 ? cols[shape->pkey[1] - 1].name : ""));
-	/* 1.6 drops it: the purge sweeps the table (store_expiry.c) */
+	/* 1.6 drops it: the purge sweeps the table (purge_sweep.c) */
 	if (shape->expires == 0 || !OidIsValid(expires_oid))
 		return;
 	expires = index_open(expires_oid, lockmode);
