@@ -92,7 +92,9 @@ is($out[0], 'imported 8000', 'the import wrote 8000 keys');
 is($out[1], 'seen', 'the claims began once the import was running');
 my $claims = 0;
 $claims += $_ // 0 for @out[ 2 .. 4 ];
-cmp_ok($claims, '>', 60, "the other clients claimed $claims keys around it");
+# (each client's first claim began while the import ran, and may have
+# waited for its commit; on a loaded machine none ends before it)
+cmp_ok($claims, '>=', 60, "the other clients claimed $claims keys around it");
 is( $node->safe_psql('postgres', q{SELECT count(*) FROM idem.keys WHERE scope = 'here'}),
 	$claims, 'every claim wrote its key');
 note('claims before the import took its lock: ' . $node->safe_psql('postgres',
