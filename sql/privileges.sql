@@ -298,6 +298,18 @@ SELECT scope, key, state FROM idem.keys WHERE key = 'priv-w' ORDER BY scope;
 GRANT SELECT ON idem_stats TO regress_idem_monitor;
 GRANT EXECUTE ON FUNCTION idem.stats_1_0() TO regress_idem_monitor;
 SELECT * FROM pg_temp.idem_rights('regress_idem_monitor');
+-- and what it reads, as that role: the counters and the purge's backlog
+GRANT SELECT ON idem_keys_in_progress TO regress_idem_monitor;
+GRANT EXECUTE ON FUNCTION idem.stats_1_3(), idem.purge_backlog() TO regress_idem_monitor;
+GRANT USAGE ON SCHEMA idem TO regress_idem_monitor;
+SET ROLE regress_idem_monitor;
+SELECT count(*) AS stats_rows FROM idem_stats;
+SELECT count(*) AS in_progress_rows FROM idem_keys_in_progress WHERE false;
+SELECT "table" FROM idem.purge_backlog() ORDER BY 1;
+RESET ROLE;
+REVOKE USAGE ON SCHEMA idem FROM regress_idem_monitor;
+REVOKE SELECT ON idem_keys_in_progress FROM regress_idem_monitor;
+REVOKE EXECUTE ON FUNCTION idem.stats_1_3(), idem.purge_backlog() FROM regress_idem_monitor;
 
 --
 -- SECURITY DEFINER functions must pin search_path
