@@ -24,6 +24,13 @@
 #                   take the server's cores)
 #   BENCH_PIN=0     no pinning: the server and pgbench share every core
 #   BENCH_QUICK=1   a short smoke run with the defaults marked quick
+#   BENCH_BASELINE  another source tree of idem (an earlier commit's
+#                   git archive, say): it is built and installed privately
+#                   too and runs a second cluster of the same settings and
+#                   data, and every variant also runs there, as
+#                   <name>@baseline, in the same rounds; the report gives
+#                   each variant over its twin.  Both clusters share the
+#                   same CPUs, so a change shows against the same noise.
 #   PG=17 (or 18)   run on that server (test/servers.sh) instead of the host's
 set -euo pipefail
 
@@ -103,30 +110,66 @@ log() { echo "bench: $*" >&2; }
 
 # --- the scratch cluster ---------------------------------------------------
 
+BASELINE=${BENCH_BASELINE:-}
+if [ -n "$BASELINE" ]; then
+	BASELINE=$(cd "$BASELINE" && pwd) || exit 1
+	# the baseline's builds go beside this tree's, in a directory of their own
+	BASE_BUILD=$IDEM_BUILD/bench_baseline
+	log "building the baseline in $BASELINE and installing it privately"
+	(IDEM_ROOT=$BASELINE IDEM_BUILD=$BASE_BUILD IDEM_PRIVATE=$BASE_BUILD/install idem_private_install) || exit 1
+fi
+
 log "building idem and installing it privately"
 idem_private_install
 
-log "creating a cluster in $BENCH_DIR/data"
-# No TCP, a Unix socket only (test/lib.sh).  Autovacuum is off and run.sh
-# vacuums between rounds instead, outside the measured time; checkpoints are
-# kept out of the runs as far as the WAL volume allows.
-trap 'idem_scratch_stop || true' EXIT
-idem_scratch_start "$BENCH_DIR" "$PORT" $(pin "$SERVER_CPUS") <<EOF
-idem.database = 'bench'
-max_connections = 50
-shared_buffers = 256MB
-max_wal_size = 8GB
-checkpoint_timeout = 1h
-autovacuum = off
-EOF
+# The clusters: "main" of this tree's build, and "baseline" of
+# BENCH_BASELINE's, whose variants' names end in @baseline
+CLUSTERS=(main)
+declare -A C_SOCK=() C_PORT=() C_DATA=() C_BINDIR=()
+stop_clusters() {
+	local c
+	for c in "${!C_DATA[@]}"; do
+		IDEM_DATA=${C_DATA[$c]} IDEM_BINDIR=${C_BINDIR[$c]} idem_scratch_stop || true
+	done
+}
+trap stop_clusters EXIT
+# start_cluster <cluster> <dir> <port>: a scratch cluster of the build
+# in IDEM_BINDIR.  No TCP, a Unix socket only (test/lib.sh).  Autovacuum is
+# off and run.sh vacuums between rounds instead, outside the measured time;
+# checkpoints are kept out of the runs as far as the WAL volume allows.
+start_cluster() {
+	log "creating a cluster in $2/data"
+	C_DATA[$1]=$2/data
+	C_BINDIR[$1]=$IDEM_BINDIR
+	idem_scratch_start "$2" "$3" $(pin "$SERVER_CPUS") <<-EOF || exit 1
+		idem.database = 'bench'
+		max_connections = 50
+		shared_buffers = 256MB
+		max_wal_size = 8GB
+		checkpoint_timeout = 1h
+		autovacuum = off
+	EOF
+	C_SOCK[$1]=$IDEM_SOCK
+	C_PORT[$1]=$IDEM_PORT
+}
+start_cluster main "$BENCH_DIR" "$PORT"
+if [ -n "$BASELINE" ]; then
+	CLUSTERS+=(baseline)
+	IDEM_BINDIR=$BASE_BUILD/install$("$PG_CONFIG" --bindir) \
+		start_cluster baseline "$BENCH_DIR/baseline" "$((C_PORT[main] + 1))"
+fi
+# use_cluster <cluster or variant>: point psql, pgbench and the CPU figures
+# at that cluster, or at the variant's
+use_cluster() {
+	local c=$1
+	case $c in main|baseline) ;; *@baseline) c=baseline ;; *) c=main ;; esac
+	export PGHOST=${C_SOCK[$c]} PGPORT=${C_PORT[$c]}
+	PM_PID=$(head -1 "${C_DATA[$c]}/postmaster.pid")
+}
 
-export PGHOST=$IDEM_SOCK PGPORT=$IDEM_PORT PGUSER=postgres
+export PGUSER=postgres
 PSQL="$IDEM_BINDIR/psql -X -q -v ON_ERROR_STOP=1"
 PGBENCH=$IDEM_BINDIR/pgbench
-
-"$IDEM_BINDIR/createdb" bench
-$PSQL -d bench -f bench/setup.sql
-$PSQL -d bench -f bench/plpgsql_idem.sql
 
 # --- data loaded before the runs -------------------------------------------
 
@@ -145,46 +188,59 @@ load_idem() {
 	fi
 }
 
-log "loading $KEYS completed keys and $KEYS webhook ids into each implementation"
-$PSQL -d bench -c "
-	DO \$\$ BEGIN
-		FOR i IN 1..$KEYS LOOP
-			PERFORM plpgsql_idem.plpgsql_claim(i::text, $FP);
-			PERFORM plpgsql_idem.plpgsql_complete(i::text, $RESP);
-		END LOOP;
-	END \$\$;"
-$PSQL -d bench -c "
-	INSERT INTO bare.keys (scope, key, state, token, attempt, fingerprint,
-	                       response, created_at, completed_at, expires_at)
-	SELECT '', i::text, 'completed', nextval('bare.token_seq'), 1, $FP,
-	       $RESP, now(), now(), now() + interval '24 hours'
-	FROM generate_series(1, $KEYS) i;"
-$PSQL -d bench -c "SELECT count(plpgsql_idem.plpgsql_webhook('stripe', i::text)) FROM generate_series(1, $KEYS) i;" >/dev/null
-load_idem replay "
-	DO \$\$ BEGIN
-		FOR i IN 1..$KEYS LOOP
-			PERFORM idem_claim(i::text, $FP);
-			PERFORM idem_complete(i::text, $RESP);
-		END LOOP;
-	END \$\$;"
-load_idem webhook "SELECT count(idem_webhook('stripe', i::text)) FROM generate_series(1, $KEYS) i;"
-# Signed Stripe deliveries: the sources 'recv' and 'recv_list' for
-# idem_webhook_receive, the same secret passed by receive_app and receive_app2,
-# which record under 'recv_app' and 'recv_app2'.  Each has the ids
-# evt_1 .. evt_$KEYS seen before.
-# bench.stripe_delivery(e) is the delivery of event evt_<e> as it arrives
-# (bench/stripe_delivery.sql).
-load_idem receive "
-	CREATE EXTENSION pgcrypto;
-	SET search_path = bench, public;
-	$(cat bench/stripe_delivery.sql)
-	RESET search_path;
-	SELECT idem_webhook_source_set(s, 'stripe', ARRAY['whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH'],
-		allowed_ips => ARRAY['192.0.2.0/24', '198.51.100.0/24']::cidr[])
-	FROM unnest(ARRAY['recv', 'recv_list']) s;
-	SELECT count(idem_webhook(s, 'evt_' || i))
-	FROM unnest(ARRAY['recv', 'recv_list', 'recv_app', 'recv_app2']) s, generate_series(1, $KEYS) i;"
-$PSQL -d bench -c "VACUUM ANALYZE" -c "CHECKPOINT"
+# load_cluster: the schemas and the data loaded before the runs, into the
+# cluster of use_cluster
+load_cluster() {
+	"$IDEM_BINDIR/createdb" bench
+	$PSQL -d bench -f bench/setup.sql
+	$PSQL -d bench -f bench/plpgsql_idem.sql
+
+	log "loading $KEYS completed keys and $KEYS webhook ids into each implementation"
+	$PSQL -d bench -c "
+		DO \$\$ BEGIN
+			FOR i IN 1..$KEYS LOOP
+				PERFORM plpgsql_idem.plpgsql_claim(i::text, $FP);
+				PERFORM plpgsql_idem.plpgsql_complete(i::text, $RESP);
+			END LOOP;
+		END \$\$;"
+	$PSQL -d bench -c "
+		INSERT INTO bare.keys (scope, key, state, token, attempt, fingerprint,
+		                       response, created_at, completed_at, expires_at)
+		SELECT '', i::text, 'completed', nextval('bare.token_seq'), 1, $FP,
+		       $RESP, now(), now(), now() + interval '24 hours'
+		FROM generate_series(1, $KEYS) i;"
+	$PSQL -d bench -c "SELECT count(plpgsql_idem.plpgsql_webhook('stripe', i::text)) FROM generate_series(1, $KEYS) i;" >/dev/null
+	load_idem replay "
+		DO \$\$ BEGIN
+			FOR i IN 1..$KEYS LOOP
+				PERFORM idem_claim(i::text, $FP);
+				PERFORM idem_complete(i::text, $RESP);
+			END LOOP;
+		END \$\$;"
+	load_idem webhook "SELECT count(idem_webhook('stripe', i::text)) FROM generate_series(1, $KEYS) i;"
+	# Signed Stripe deliveries: the sources 'recv' and 'recv_list' for
+	# idem_webhook_receive, the same secret passed by receive_app and receive_app2,
+	# which record under 'recv_app' and 'recv_app2'.  Each has the ids
+	# evt_1 .. evt_$KEYS seen before.
+	# bench.stripe_delivery(e) is the delivery of event evt_<e> as it arrives
+	# (bench/stripe_delivery.sql).
+	load_idem receive "
+		CREATE EXTENSION pgcrypto;
+		SET search_path = bench, public;
+		$(cat bench/stripe_delivery.sql)
+		RESET search_path;
+		SELECT idem_webhook_source_set(s, 'stripe', ARRAY['whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH'],
+			allowed_ips => ARRAY['192.0.2.0/24', '198.51.100.0/24']::cidr[])
+		FROM unnest(ARRAY['recv', 'recv_list']) s;
+		SELECT count(idem_webhook(s, 'evt_' || i))
+		FROM unnest(ARRAY['recv', 'recv_list', 'recv_app', 'recv_app2']) s, generate_series(1, $KEYS) i;"
+	$PSQL -d bench -c "VACUUM ANALYZE" -c "CHECKPOINT"
+}
+for c in "${CLUSTERS[@]}"; do
+	use_cluster "$c"
+	log "loading the $c cluster"
+	load_cluster
+done
 
 # --- runs --------------------------------------------------------------------
 
@@ -200,6 +256,13 @@ run_variant() {
 		-f "$SCRIPTS/$script" "$@" bench >"$BENCH_DIR/last.out" 2>&1
 }
 
+# Every variant, each followed by its twin on the baseline's cluster if any
+ALL_VARIANTS=$(while read -r line; do
+	[ -n "$line" ] || continue
+	echo "$line"
+	[ -z "$BASELINE" ] || echo "${line%% *}@baseline ${line#* }"
+done <<<"$VARIANTS")
+
 declare -A SKIP=()
 ACTIVE=()
 while read -r name script sync group; do
@@ -207,6 +270,7 @@ while read -r name script sync group; do
 	if [ -n "$ONLY" ] && ! [[ $name =~ $ONLY ]]; then
 		continue
 	fi
+	use_cluster "$name"
 	if [[ $name == *idem* || $group == receive ]] && [ -n "${IDEM_MISSING[$group]:-}" ]; then
 		SKIP[$name]="loading its data failed: ${IDEM_MISSING[$group]}"
 	elif ! run_variant "$script" "$sync" -c 1 -j 1 -t 1; then
@@ -218,7 +282,7 @@ while read -r name script sync group; do
 	else
 		ACTIVE+=("$name $script $sync $group")
 	fi
-done <<<"$VARIANTS"
+done <<<"$ALL_VARIANTS"
 
 if [ ${#ACTIVE[@]} = 0 ]; then
 	log "no variant can run"
@@ -260,6 +324,7 @@ run_round() {
 	mapfile -t order < <(round_order "$round")
 	for v in "${order[@]}"; do
 		read -r name script sync group <<<"$v"
+		use_cluster "$name"
 		base=$(pgrep -c -P "$PM_PID")
 		t0=$(children_ticks)
 		c0=$(children_ticks $$)
@@ -283,7 +348,10 @@ run_round() {
 		fi
 	done
 	# dead rows of this round go now, not in the middle of someone's run
-	$PSQL -d bench -c "VACUUM"
+	for c in "${CLUSTERS[@]}"; do
+		use_cluster "$c"
+		$PSQL -d bench -c "VACUUM"
+	done
 }
 
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -300,26 +368,34 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 # Every committed transaction of the claim runs claimed, booked and completed
 # together: each implementation has as many completed new keys as ledger rows,
 # and no key left processing.
-CHECKS=$($PSQL -d bench -At -F ' | ' -c "
-	WITH k AS (
-		SELECT 'idem' AS variant, state FROM idem.keys
-		UNION ALL SELECT 'plpgsql', state FROM plpgsql_idem.keys
-		UNION ALL SELECT 'bare', state FROM bare.keys
-		UNION ALL SELECT 'webhook_idem', 'completed' FROM idem.webhooks WHERE source = 'stripe'
-		UNION ALL SELECT 'receive_idem', 'completed' FROM idem.webhooks WHERE source = 'recv'
-		UNION ALL SELECT 'receive_idem_list', 'completed' FROM idem.webhooks WHERE source = 'recv_list'
-		UNION ALL SELECT 'receive_app', 'completed' FROM idem.webhooks WHERE source = 'recv_app'
-		UNION ALL SELECT 'receive_app2', 'completed' FROM idem.webhooks WHERE source = 'recv_app2'
-		UNION ALL SELECT 'webhook_plpgsql', 'completed' FROM plpgsql_idem.webhooks
-	), kc AS (
-		SELECT variant, count(*) FILTER (WHERE state = 'completed') - $KEYS AS done,
-		       count(*) FILTER (WHERE state <> 'completed') AS open
-		FROM k GROUP BY variant
-	), lc AS (
-		SELECT variant, count(*) AS booked FROM bench.ledger GROUP BY variant
-	)
-	SELECT kc.variant, kc.done, coalesce(lc.booked, 0), kc.open
-	FROM kc LEFT JOIN lc USING (variant) ORDER BY 1;")
+CHECKS=
+for c in "${CLUSTERS[@]}"; do
+	use_cluster "$c"
+	sfx=@$c
+	[ "$c" != main ] || sfx=
+	CHECKS+=$($PSQL -d bench -At -F ' | ' -c "
+		WITH k AS (
+			SELECT 'idem' AS variant, state FROM idem.keys
+			UNION ALL SELECT 'plpgsql', state FROM plpgsql_idem.keys
+			UNION ALL SELECT 'bare', state FROM bare.keys
+			UNION ALL SELECT 'webhook_idem', 'completed' FROM idem.webhooks WHERE source = 'stripe'
+			UNION ALL SELECT 'receive_idem', 'completed' FROM idem.webhooks WHERE source = 'recv'
+			UNION ALL SELECT 'receive_idem_list', 'completed' FROM idem.webhooks WHERE source = 'recv_list'
+			UNION ALL SELECT 'receive_app', 'completed' FROM idem.webhooks WHERE source = 'recv_app'
+			UNION ALL SELECT 'receive_app2', 'completed' FROM idem.webhooks WHERE source = 'recv_app2'
+			UNION ALL SELECT 'webhook_plpgsql', 'completed' FROM plpgsql_idem.webhooks
+		), kc AS (
+			SELECT variant, count(*) FILTER (WHERE state = 'completed') - $KEYS AS done,
+			       count(*) FILTER (WHERE state <> 'completed') AS open
+			FROM k GROUP BY variant
+		), lc AS (
+			SELECT variant, count(*) AS booked FROM bench.ledger GROUP BY variant
+		)
+		SELECT kc.variant || '$sfx', kc.done, coalesce(lc.booked, 0), kc.open
+		FROM kc LEFT JOIN lc USING (variant) ORDER BY 1;")
+	CHECKS+=$'\n'
+done
+CHECKS=${CHECKS%$'\n'}
 
 if awk -F' [|] ' '$2 != $3 || $4 != 0 { bad = 1 } END { exit !bad }' <<<"$CHECKS"; then
 	log "CHECK FAILED: keys and ledger rows disagree:"
@@ -387,6 +463,9 @@ noise_note() {
 	else
 		echo "- not pinned: the server and pgbench share every core"
 	fi
+	if [ -n "$BASELINE" ]; then
+		echo "- <name>@baseline: the same run on a second cluster, with idem built from $BASELINE"
+	fi
 	echo
 	echo "CPU per transaction: user and system time of the server's backends, and"
 	echo "of pgbench, divided by the transactions of the run (medians over the rounds)."
@@ -404,7 +483,7 @@ noise_note() {
 		read -r _ med lo hi runs <<<"$line"
 		printf '| %s | %s | %.0f | %.0f | %.0f | %d | %s | %s |\n' "$name" "$sync" \
 			"$med" "$lo" "$hi" "$runs" "$(median_of "$CPU" "$name")" "$(median_of "$CCPU" "$name")"
-	done <<<"$VARIANTS"
+	done <<<"$ALL_VARIANTS"
 	echo
 	echo "The CPU columns give b / a (above 1: a needs less).  When the cores are the"
 	echo "limit, the tps ratio tends to the server + pgbench one."
@@ -441,6 +520,7 @@ noise_note() {
 		receive_idem receive_app
 		receive_idem_list receive_app2
 		receive_idem_list receive_app
+		$(awk '$1 ~ /@baseline$/ { n = $1; sub(/@baseline$/, "", n); print n, $1 }' <<<"$ALL_VARIANTS")
 	EOF
 	echo
 	echo "Checks: every committed transaction completed its key (or recorded its"
