@@ -4,6 +4,7 @@
 #
 #   test/matrix.sh                 every flavour: 15 17 18 15-asan 17-cassert
 #   test/matrix.sh 17 15-asan      those only
+#   test/matrix.sh 19              19, which is not among every flavour yet
 #
 # 15-asan, PostgreSQL 15 built with assertions, ASan and UBSan, is also the
 # assert build of 15: 15-cassert names it, and it runs once, on the line
@@ -12,7 +13,7 @@
 # for one major never meet another's), inside its chroot where it has one:
 #   15           the checkout itself, as make test
 #   15-asan      /tmp/idem-15-asan
-#   17, 18, 17-cassert
+#   17, 18, 19, 17-cassert
 #                /tmp/idem-<flavour> in the chroot (the path printed)
 # Each run's output is also kept in tmp_check/matrix/<flavour>.log.
 # After each flavour a line "pgNN: N passed, M failed, K skipped"; after an

@@ -14,13 +14,13 @@
 # this server lacks what it tests, is skipped), and the build counts as one
 # failure when it breaks.  The last line is "N passed, M failed, K skipped";
 # the exit status is non-zero when M > 0 or when nothing ran.  Outputs go to
-# tmp_check/.  PG=17 (18, 15-asan, 17-cassert) runs it all on that
+# tmp_check/.  PG=17 (18, 19, 15-asan, 17-cassert) runs it all on that
 # server instead, through test/matrix.sh.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
-# make test PG=17 (or 18, 15-asan, 17-cassert): the same suite on that
+# make test PG=17 (or 18, 19, 15-asan, 17-cassert): the same suite on that
 # server, which test/matrix.sh makes and runs it on
 if [ -n "${PG:-}" ] && [ -z "${IDEM_FLAVOUR:-}" ]; then
 	exec bash test/matrix.sh "$PG"

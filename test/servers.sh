@@ -5,6 +5,12 @@
 #   15           the host's Debian packages (test/deps.sh installs them)
 #   17           Debian 13 (trixie) packages, in a chroot
 #   18           Debian unstable (sid) packages, in a chroot
+#   19           Debian experimental's server packages on sid, in a chroot
+#                of its own: experimental is added to its apt sources,
+#                pinned below sid (priority 1) but for the packages of
+#                PostgreSQL 19 (experimental_packages), which come from
+#                there; the rest is sid's.  Not in FLAVOURS yet: make test
+#                PG=19 runs it.
 #   15-asan      bookworm's source package of 15, built on the host with
 #                --enable-cassert --enable-debug --enable-tap-tests and
 #                gcc's AddressSanitizer and UndefinedBehaviorSanitizer
@@ -78,13 +84,28 @@ codename_of() {
 	case "$1" in
 		15|15-asan) echo bookworm ;;
 		17|17-cassert) echo trixie ;;
-		18) echo sid ;;
+		18|19) echo sid ;;
 		*) die "unknown server flavour '$1' (one of: ${FLAVOURS[*]})" ;;
 	esac
 }
 
 major_of() {
 	echo "${1%%-*}"
+}
+
+# The suite, besides its release, that flavour $1's server packages come
+# from (none: the release's own)
+server_suite_of() {
+	case "$1" in
+		19) echo experimental ;;
+	esac
+}
+
+# What of experimental a chroot takes (apt_preferences(5) patterns): the
+# server of major $1, its client and headers, and its extensions; libpq
+# too, which a server newer than its release needs at its own version.
+experimental_packages() {
+	echo "postgresql-$1 postgresql-$1-* postgresql-client-$1 postgresql-server-dev-$1 libpq5 libpq-dev"
 }
 
 # The flavour that name $1 stands for: the assert build of 15 is the
@@ -101,8 +122,13 @@ in_chroot() {
 	[ "$(codename_of "$1")" != bookworm ]
 }
 
+# chroot-<release>, or chroot-<release><major> for a server from another
+# suite (chroot-sid19): a chroot of its own, so that the release's own
+# chroot never sees that suite
 chroot_dir() {
-	echo "$IDEM_CACHE/chroot-$(codename_of "$1")"
+	local suffix=""
+	[ -n "$(server_suite_of "$1")" ] && suffix=$(major_of "$1")
+	echo "$IDEM_CACHE/chroot-$(codename_of "$1")$suffix"
 }
 
 # The prefix a source build is installed in: in the cache on the host, in
@@ -192,12 +218,14 @@ chroot_exec() {
 	' chroot-exec "$root" "$@"
 }
 
-# Make the chroot of release $1 at $2 (if not cached): debootstrap minbase,
-# then the server, its headers and a compiler.  The rest of what the tests
-# need is installed by test/deps.sh inside it, as on the host.
+# Make the chroot of release $1 at $2 (if not cached) for PostgreSQL $3,
+# whose packages come from suite $4 if given (pinned: apt takes nothing
+# else from it): debootstrap minbase, then the server, its headers and a
+# compiler.  The rest of what the tests need is installed by test/deps.sh
+# inside it, as on the host.
 make_chroot() (
-	local codename=$1 root=$2 major=$3 site
-	hold_lock "chroot-$codename"
+	local codename=$1 root=$2 major=$3 suite=${4:-} site
+	hold_lock "$(basename "$root")"
 	made "$root/.idem-ready" "$CHROOT_RECIPE" && return 0
 	site=$(mirror) || exit 1
 	echo "servers.sh: making the $codename chroot in $root from $site" >&2
@@ -225,11 +253,16 @@ make_chroot() (
 	# A mirror may serve a release whose signed Release file has passed its
 	# Valid-Until date (a frozen copy of unstable): take it all the same.
 	echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/99idem"
+	if [ -n "$suite" ]; then
+		echo "deb $site $suite main" >"$root/etc/apt/sources.list.d/idem-$suite.list"
+		printf 'Package: *\nPin: release a=%s\nPin-Priority: 1\n\nPackage: %s\nPin: release a=%s\nPin-Priority: 500\n' \
+			"$suite" "$(experimental_packages "$major")" "$suite" >"$root/etc/apt/preferences.d/idem-$suite"
+	fi
 	chroot_exec "$root" "${APT[@]}" update &&
 	chroot_exec "$root" "${APT[@]}" install \
 		"postgresql-$major" "postgresql-server-dev-$major" build-essential \
 		libssl-dev openssl locales-all ca-certificates >/dev/null ||
-		die "installing PostgreSQL $major in the $codename chroot failed"
+		die "installing PostgreSQL $major in the $codename${suite:+ (+$suite)} chroot failed"
 	# and what the tests need there, as test/deps.sh installs it on a host
 	cp "$(dirname "${BASH_SOURCE[0]}")/deps.sh" "$root/tmp/idem-deps.sh" &&
 	chroot_exec "$root" env IDEM_PG_MAJOR="$major" IDEM_APP_DEPS=0 bash /tmp/idem-deps.sh ||
@@ -480,7 +513,8 @@ prepare() {
 		host_packages || exit 1
 		case "$flavour" in
 			*-cassert|*-asan) make_cassert "$flavour" || exit 1 ;;
-			*) make_chroot "$(codename_of "$flavour")" "$(chroot_dir "$flavour")" "$(major_of "$flavour")" || exit 1 ;;
+			*) make_chroot "$(codename_of "$flavour")" "$(chroot_dir "$flavour")" "$(major_of "$flavour")" \
+				"$(server_suite_of "$flavour")" || exit 1 ;;
 		esac
 	fi
 	case "$flavour" in
