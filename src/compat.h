@@ -1,8 +1,8 @@
 /*
  * compat.h
  *		Every difference between the PostgreSQL versions idem builds
- *		against, in one place: 15, 17 and 18 (the versions the test matrix
- *		runs; see README.md).  The rest of src/ is written against the
+ *		against, in one place: 15, 17, 18 and 19 (the versions the test
+ *		matrix runs; see README.md).  The rest of src/ is written against the
  *		names below and never tests PG_VERSION_NUM itself, except the
  *		functions of store_core.c that follow a core function whose body
  *		changed between versions.
@@ -12,8 +12,8 @@
 
 #include "postgres.h"
 
-#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 190000
-#error "idem builds against PostgreSQL 15, 17 and 18"
+#if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 200000
+#error "idem builds against PostgreSQL 15, 17, 18 and 19"
 #endif
 
 #include "common/jsonapi.h"
@@ -47,13 +47,34 @@
 #define idem_lock_held_by_me(tag, mode)		LockHeldByMe(tag, mode)
 #endif
 
-/* index_beginscan: 18 added the instrumentation argument (none here) */
-#if PG_VERSION_NUM >= 180000
+/*
+ * index_beginscan: 18 added the instrumentation argument (none here), 19
+ * the scan's flags (ScanOptions of access/tableam.h, which the caller
+ * includes): SO_NONE, as idem's scans go on to write what they find and so
+ * are not SO_HINT_REL_READ_ONLY.
+ */
+#if PG_VERSION_NUM >= 190000
+#define idem_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
+	index_beginscan(heap, index, snapshot, NULL, nkeys, norderbys, SO_NONE)
+#elif PG_VERSION_NUM >= 180000
 #define idem_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
 	index_beginscan(heap, index, snapshot, NULL, nkeys, norderbys)
 #else
 #define idem_index_beginscan(heap, index, snapshot, nkeys, norderbys) \
 	index_beginscan(heap, index, snapshot, nkeys, norderbys)
+#endif
+
+/*
+ * heap_delete: 19 replaced the last argument, changingPart (false here), by
+ * an options word (TABLE_DELETE_* of access/tableam.h) after the command
+ * id; 0 is a plain delete, decoded by logical decoding as before.
+ */
+#if PG_VERSION_NUM >= 190000
+#define idem_heap_delete(rel, tid, cid, crosscheck, wait, tmfd) \
+	heap_delete(rel, tid, cid, 0, crosscheck, wait, tmfd)
+#else
+#define idem_heap_delete(rel, tid, cid, crosscheck, wait, tmfd) \
+	heap_delete(rel, tid, cid, crosscheck, wait, tmfd, false)
 #endif
 
 /*

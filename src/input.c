@@ -11,6 +11,7 @@
 #include "postgres.h"
 
 #include "access/detoast.h"
+#include "access/htup_details.h"
 #include "common/int.h"
 #include "funcapi.h"
 #include "miscadmin.h"

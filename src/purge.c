@@ -33,6 +33,7 @@
 #include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
 
 #include "idem.h"
 #include "input.h"

@@ -111,8 +111,8 @@ idem_sweep_delete_expired_tid(IdemStore *st, ItemPointer tid, text *a, text *b)
 	saved = idem_store_images_begin();
 	PG_TRY();
 	{
-		result = heap_delete(st->heap, tid, GetCurrentCommandId(true),
-							 InvalidSnapshot, false, &tmfd, false);
+		result = idem_heap_delete(st->heap, tid, GetCurrentCommandId(true),
+								  InvalidSnapshot, false, &tmfd);
 	}
 	PG_FINALLY();
 	{

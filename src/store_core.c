@@ -7,8 +7,8 @@
  *		of idem's own writes are compressed.
  *
  * Each function names the core function it follows in every version idem
- * builds against (15, 17 and 18), and says where those differ, so that a
- * new major version is one diff of this file (and of compat.h).  Nothing
+ * builds against (15, 17, 18 and 19), and says where those differ, so that
+ * a new major version is one diff of this file (and of compat.h).  Nothing
  * here knows idem's tables; the store (store.c, store_wal.c) and the
  * purge's sweep (purge_sweep.c) call in.
  *
@@ -36,7 +36,7 @@
  * buffer the caller has pinned: is the tuple at tid visible to snapshot,
  * and written by xmin?  The pin is the caller's to release.
  *   15: heap_fetch calls TestForOldSnapshot once the page is locked;
- *   17, 18: old_snapshot_threshold is gone, and that call with it.
+ *   17, 18, 19: old_snapshot_threshold is gone, and that call with it.
  */
 bool
 idem_core_fetch_pinned(Relation heap, Buffer buffer, ItemPointer tid,
@@ -81,7 +81,15 @@ idem_core_fetch_pinned(Relation heap, Buffer buffer, ItemPointer tid,
  *   17, 18: a HOT update that changed a column of a summarizing (BRIN)
  *   index inserts into those indexes only (onlySummarizing), and what an
  *   access method keeps between inserts is released after them, as
- *   ExecCloseIndices does with index_insert_cleanup.
+ *   ExecCloseIndices does with index_insert_cleanup;
+ *   19: the same per-index steps, with 18's booleans update, noDupErr and
+ *   onlySummarizing folded into one flags word (EIIT_IS_UPDATE,
+ *   EIIT_NO_DUPE_ERROR, EIIT_ONLY_SUMMARIZING) that comes before the slot:
+ *   ExecInsertIndexTuples(resultRelInfo, estate, flags, slot,
+ *   arbiterIndexes, specConflict).  which stands for that word here:
+ *   IDEM_INDEX_INSERT is 0, IDEM_INDEX_ALL EIIT_IS_UPDATE, and
+ *   IDEM_INDEX_SUMMARIZING EIIT_IS_UPDATE | EIIT_ONLY_SUMMARIZING (idem never
+ *   inserts speculatively: no EIIT_NO_DUPE_ERROR).
  * idem's tables take only plain indexes: an expression, partial or
  * exclusion index that a DBA added is refused rather than left stale.
  */
@@ -151,7 +159,10 @@ idem_core_insert_index_entries(Relation heap, HeapTuple tup,
  *   15: heap_update marks the new tuple heap-only when the update is HOT,
  *   and then no index takes an entry;
  *   17, 18: heap_update says so itself (update_indexes): none, all, or
- *   only the summarizing indexes.
+ *   only the summarizing indexes;
+ *   19: heap_update takes an options word (TABLE_UPDATE_* of
+ *   access/tableam.h) after the command id; simple_heap_update passes none
+ *   (0: the update is decoded by logical decoding as before).
  */
 TM_Result
 idem_core_update(Relation heap, ItemPointer otid, HeapTuple tup,
@@ -163,8 +174,13 @@ idem_core_update(Relation heap, ItemPointer otid, HeapTuple tup,
 #if PG_VERSION_NUM >= 160000
 	TU_UpdateIndexes update_indexes = TU_None;
 
+#if PG_VERSION_NUM >= 190000
+	result = heap_update(heap, otid, tup, GetCurrentCommandId(true), 0,
+						 InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
+#else
 	result = heap_update(heap, otid, tup, GetCurrentCommandId(true),
 						 InvalidSnapshot, true, &tmfd, &lockmode, &update_indexes);
+#endif
 	*which = update_indexes == TU_All ? IDEM_INDEX_ALL :
 		update_indexes == TU_Summarizing ? IDEM_INDEX_SUMMARIZING : IDEM_INDEX_NONE;
 #else
@@ -176,13 +192,13 @@ idem_core_update(Relation heap, ItemPointer otid, HeapTuple tup,
 }
 
 /*
- * Follows heapgetpage (15) and heap_prepare_pagescan (17, 18) in
+ * Follows heapgetpage (15) and heap_prepare_pagescan (17, 18, 19) in
  * access/heap/heapam.c, for a page the caller has pinned and share-locked:
  * the next normal tuple after *off (InvalidOffsetNumber: the first), set up
  * in *tup as those functions do, or false when there is none.  Visibility
  * is the caller's.
  *   15: heapgetpage calls TestForOldSnapshot once the page is locked;
- *   17, 18: old_snapshot_threshold is gone, and that call with it.
+ *   17, 18, 19: old_snapshot_threshold is gone, and that call with it.
  */
 bool
 idem_core_page_next(Relation heap, Buffer buffer, Snapshot snapshot,
@@ -214,13 +230,28 @@ idem_core_page_next(Relation heap, Buffer buffer, Snapshot snapshot,
 }
 
 /*
- * Follows the start of heapgetpage (15) and heap_prepare_pagescan (17, 18):
- * prune the pinned page if it is worth it, before it is locked to be read.
+ * Follows the start of heapgetpage (15) and heap_prepare_pagescan (17, 18,
+ * 19): prune the pinned page if it is worth it, before it is locked to be
+ * read.
+ *   15, 17, 18: heap_page_prune_opt(relation, buffer);
+ *   19: heap_page_prune_opt also takes the scan's visibility map buffer,
+ *   which it pins (the scan releases it at its end), and whether the scan
+ *   only reads the relation (SO_HINT_REL_READ_ONLY), when pruning may also
+ *   set the page all-visible.  The sweep deletes what it finds: not read
+ *   only; and the pin is released here, each page being prepared alone.
  */
 void
 idem_core_page_prepare(Relation heap, Buffer buffer)
 {
+#if PG_VERSION_NUM >= 190000
+	Buffer		vmbuffer = InvalidBuffer;
+
+	heap_page_prune_opt(heap, buffer, &vmbuffer, false);
+	if (BufferIsValid(vmbuffer))
+		ReleaseBuffer(vmbuffer);
+#else
 	heap_page_prune_opt(heap, buffer);
+#endif
 }
 
 /*
@@ -230,9 +261,10 @@ idem_core_page_prepare(Relation heap, Buffer buffer)
  * for the records written until idem_core_wal_compression_reset, and return
  * the method to put back then.  Replay reads the method from each image, so records with
  * and without compression mix freely.
- *   15, 17, 18: wal_compression is an int holding a WalCompression, with no
- *   assign hook; XLogCompressBackupBlock raises an error for a method the
- *   server was built without, which idem.wal_compression never offers.
+ *   15, 17, 18, 19: wal_compression is an int holding a WalCompression,
+ *   with no assign hook; XLogCompressBackupBlock raises an error for a
+ *   method the server was built without, which idem.wal_compression never
+ *   offers.
  */
 int
 idem_core_wal_compression_set(int method)
