@@ -8,18 +8,21 @@ DATA = $(sort $(wildcard idem--*.sql))
 # make installcheck runs three kinds of tests, each against servers of its
 # own started from the binaries in $(bindir) (pg_config's, where make
 # install put idem; test/run.sh passes its private tree's):
-#   pg_regress            sql/*.sql with expected/
-#   pg_isolation_regress  test/specs/*.spec with test/expected/
-#   prove                 test/t/*.pl (PROVE_TESTS=test/t/NNN_x.pl picks some)
+#   pg_regress            test/regress/sql/*.sql with test/regress/expected/
+#   pg_isolation_regress  test/isolation/specs/*.spec with
+#                         test/isolation/expected/
+#   prove                 test/tap/{core,recovery,components}/*.pl, helpers in
+#                         test/tap/lib (PROVE_TESTS=test/tap/core/NNN_x.pl
+#                         picks some)
 # The regression and isolation servers run with test/idem.conf (idem
 # preloaded, as pg_cron's tests do).  Outputs, servers and logs go below
 # IDEM_BUILD: regress/, isolation/, tap/.
 IDEM_BUILD ?= $(CURDIR)/tmp_check
-REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
-REGRESS_OPTS = --temp-instance=$(IDEM_BUILD)/regress-instance \
+REGRESS = $(sort $(basename $(notdir $(wildcard test/regress/sql/*.sql))))
+REGRESS_OPTS = --inputdir=./test/regress --temp-instance=$(IDEM_BUILD)/regress-instance \
 	--outputdir=$(IDEM_BUILD)/regress --temp-config=./test/idem.conf
-ISOLATION = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
-ISOLATION_OPTS = --inputdir=./test --outputdir=$(IDEM_BUILD)/isolation \
+ISOLATION = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=./test/isolation --outputdir=$(IDEM_BUILD)/isolation \
 	--temp-instance=$(IDEM_BUILD)/isolation-instance --temp-config=./test/idem.conf
 TAP_TESTS = 1
 
@@ -68,18 +71,19 @@ $(IDEM_BUILD):
 	@mkdir -p $@
 
 # PGXS's prove_installcheck, for idem's layout: the TAP files are in
-# test/t with their helpers, TESTDIR is $(IDEM_BUILD)/tap (and the data and
-# logs, which the test library of 17 on puts where TESTDATADIR and
-# TESTLOGDIR say, are below it on every version), and instead of
-# emptying all of tmp_check (where test/run.sh keeps its private server
-# tree) it removes only what an earlier run of the same files left: data
-# directories (the test library refuses to reuse them) and logs (server
-# logs are appended to, and tests read them).
+# test/tap/core, recovery and components, their helpers in test/tap/lib
+# (on prove's path, and on each file's own through FindBin), TESTDIR is
+# $(IDEM_BUILD)/tap (and the data and logs, which the test library of 17
+# on puts where TESTDATADIR and TESTLOGDIR say, are below it on every
+# version), and instead of emptying all of tmp_check (where test/run.sh
+# keeps its private server tree) it removes only what an earlier run of the
+# same files left: data directories (the test library refuses to reuse
+# them) and logs (server logs are appended to, and tests read them).
 define prove_installcheck
 echo "+++ tap install-check +++" && \
 cd $(srcdir) && \
 $(MKDIR_P) '$(IDEM_BUILD)/tap' && \
-for t in $(or $(PROVE_TESTS),test/t/*.pl); do \
+for t in $(or $(PROVE_TESTS),test/tap/*/*.pl); do \
 	n=`basename $$t .pl`; \
 	rm -rf '$(IDEM_BUILD)'/tap/tmp_check/t_$${n}_*_data \
 		'$(IDEM_BUILD)'/tap/tmp_check/log/regress_log_$$n \
@@ -88,7 +92,7 @@ done && \
    TESTDIR='$(IDEM_BUILD)/tap' TESTDATADIR='$(IDEM_BUILD)/tap/tmp_check' \
    TESTLOGDIR='$(IDEM_BUILD)/tap/tmp_check/log' PATH="$(bindir):$$PATH" PGPORT='6$(DEF_PGPORT)' \
    PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
-   $(PROVE) $(PG_PROVE_FLAGS) -I test $(PROVE_FLAGS) $(or $(PROVE_TESTS),test/t/*.pl)
+   $(PROVE) $(PG_PROVE_FLAGS) -I test/tap/lib $(PROVE_FLAGS) $(or $(PROVE_TESTS),test/tap/*/*.pl)
 endef
 
 # deps: install the packages that are missing; test: every test against

@@ -94,13 +94,13 @@ if [ "$mode" = test ]; then
 	# Python's cryptography: the signer, independent of idem, of the
 	# differential test of the webhook schemes (test/differential/sign.py)
 	want python3-cryptography /usr/bin/python3 -c 'import cryptography'
-	# monitoring/: the real exporter (test/t/111) and promtool (test/t/112;
-	# it brings the Prometheus server too, which Debian starts as a service
-	# where services run)
+	# monitoring/: the real exporter (test/tap/components/111) and promtool
+	# (test/tap/components/112; it brings the Prometheus server too, which
+	# Debian starts as a service where services run)
 	want prometheus-sql-exporter command -v prometheus-sql-exporter
 	want prometheus command -v promtool
 	# dpkg-buildpackage, debhelper and pg_buildext: the Debian package
-	# (debian/, test/t/115_debian_package.pl)
+	# (debian/, test/tap/components/115_debian_package.pl)
 	want dpkg-dev command -v dpkg-buildpackage
 	want debhelper command -v dh
 	# (dpkg-checkbuilddeps wants build-essential itself, by name)
@@ -108,12 +108,14 @@ if [ "$mode" = test ]; then
 	# (the package itself: dpkg-checkbuilddeps asks for it by name, and from
 	# Debian 13 on pgxs_debian_control.mk alone comes with postgresql-common-dev)
 	want postgresql-server-dev-all installed postgresql-server-dev-all
-	# PL/Proxy: the router in front of the shards of test/t/116_plproxy.pl
+	# PL/Proxy: the router in front of the shards of
+	# test/tap/components/116_plproxy.pl
 	want "postgresql-$PG_MAJOR-plproxy" test -f "$PGSHARE/extension/plproxy.control"
 	# pg_auto_failover: the monitor's extension and pg_autoctl, for the failover test
 	want "postgresql-$PG_MAJOR-auto-failover" test -f "$PGSHARE/extension/pgautofailover.control"
 	want pg-auto-failover-cli command -v pg_autoctl
-	# pgbouncer: test/t/110_pgbouncer.pl runs idem behind a real one
+	# pgbouncer: test/tap/components/110_pgbouncer.pl runs idem behind a
+	# real one
 	want pgbouncer test -x /usr/sbin/pgbouncer
 fi
 
@@ -137,8 +139,8 @@ if [ "$mode" = test ] && [ "${IDEM_APP_DEPS:-1}" != 0 ]; then
 	want golang-go command -v go
 	want golang-github-jackc-pgx-v4-dev test -d /usr/share/gocode/src/github.com/jackc/pgx/v4
 	# The queue consumer (examples/queue): RabbitMQ, whose node
-	# test/t/119_rabbitmq.pl runs apart from the service the package
-	# starts, and pika, with the psycopg above
+	# test/tap/components/119_rabbitmq.pl runs apart from the service the
+	# package starts, and pika, with the psycopg above
 	want rabbitmq-server test -x /usr/sbin/rabbitmq-server
 	want python3-pika /usr/bin/python3 -c 'import pika'
 

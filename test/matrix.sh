@@ -84,8 +84,9 @@ summarize_sanitizers() {
 }
 
 # The older servers, with idem, that flavour $1's tests upgrade from (the
-# tests across major versions: test/t/104, 114, 117), as "major=path ..."
-# in its chroot: on 18, those of 15 and 17; empty elsewhere.  False when one
+# tests across major versions: test/tap/recovery/104, 114, 117), as
+# "major=path ..." in its chroot: on 18, those of 15 and 17; empty
+# elsewhere.  False when one
 # cannot be made (the run counts that as a failure: those tests would
 # otherwise carry data from the server to itself only, and pass).
 kits_for() {

@@ -3,10 +3,11 @@
 # (warnings are errors when CI is set) into a private copy of the server
 # tree, then run every test through `make installcheck` against that tree,
 # one step at a time:
-#   pg_regress           sql/*.sql          against expected/*.out
-#   pg_isolation_regress test/specs/*.spec  against test/expected/*.out
-#   prove                test/t/*.pl        (PostgreSQL::Test::Cluster), one
-#                                           `make installcheck` per file
+#   pg_regress           test/regress/sql/*.sql       against test/regress/expected/
+#   pg_isolation_regress test/isolation/specs/*.spec  against test/isolation/expected/
+#   prove                test/tap/core/*.pl, then recovery/ and components/
+#                        (PostgreSQL::Test::Cluster), one `make installcheck`
+#                        per file
 # Each step has a time limit, so a file that hangs is one failure and the
 # others still run.
 # Counting: one per regression test, one per isolation spec, one per TAP file
@@ -62,7 +63,7 @@ finish() {
 		echo "failed: ${failures[*]}"
 	fi
 	if [ $((passed + failed)) = 0 ]; then
-		echo "nothing ran: add sql/*.sql, test/specs/*.spec or test/t/*.pl"
+		echo "nothing ran: add test/regress/sql/*.sql, test/isolation/specs/*.spec or test/tap/*/*.pl"
 	fi
 	echo "$passed passed, $failed failed, $skipped skipped"
 	[ "$failed" = 0 ] && [ $((passed + failed)) -gt 0 ]
@@ -199,7 +200,7 @@ echo "built with assertions; installed privately in $IDEM_PRIVATE"
 # T: the tests to run, as shell patterns separated by spaces or commas,
 # each matched against a test's name (a regression test's or a spec's, a
 # TAP file's with or without its number: 101_crash or crash); unset, all.
-# T=claim runs sql/claim.sql alone; T='claim*' its family too.
+# T=claim runs test/regress/sql/claim.sql alone; T='claim*' its family too.
 picked() {
 	local name=$1 short=${1#[0-9][0-9][0-9]_} p pats
 	[ -z "${T:-}" ] && return 0
@@ -210,11 +211,14 @@ picked() {
 	done
 	return 1
 }
-mapfile -t regress < <(for f in sql/*.sql; do [ -f "$f" ] && picked "$(basename "$f" .sql)" && basename "$f" .sql; done | sort)
-mapfile -t specs < <(for f in test/specs/*.spec; do [ -f "$f" ] && picked "$(basename "$f" .spec)" && basename "$f" .spec; done | sort)
-mapfile -t taps < <(for f in test/t/*.pl; do [ -f "$f" ] && picked "$(basename "$f" .pl)" && echo "$f"; done | sort)
+mapfile -t regress < <(for f in test/regress/sql/*.sql; do [ -f "$f" ] && picked "$(basename "$f" .sql)" && basename "$f" .sql; done | sort)
+mapfile -t specs < <(for f in test/isolation/specs/*.spec; do [ -f "$f" ] && picked "$(basename "$f" .spec)" && basename "$f" .spec; done | sort)
+# the TAP files group by group, those that need only a server first
+mapfile -t taps < <(for g in core recovery components; do
+	for f in test/tap/"$g"/*.pl; do [ -f "$f" ] && picked "$(basename "$f" .pl)" && echo "$f"; done
+done)
 if [ -n "${T:-}" ] && [ $(( ${#regress[@]} + ${#specs[@]} + ${#taps[@]} )) = 0 ]; then
-	echo "T=$T names no test: see sql/, test/specs/ and test/t/"
+	echo "T=$T names no test: see test/regress/sql/, test/isolation/specs/ and test/tap/*/"
 fi
 
 if [ ${#regress[@]} -gt 0 ]; then

@@ -405,7 +405,7 @@ make_cassert() (
 	fetch_source "$codename" "postgresql-$major" "$work"
 	# pg_cron for its test; without it that test skips on this server
 	(fetch_source "$codename" pg-cron "$work/ext-pg_cron") ||
-		echo "servers.sh: no pg_cron source: test/t/004 will skip on $flavour" >&2
+		echo "servers.sh: no pg_cron source: test/tap/components/004 will skip on $flavour" >&2
 	if [ -n "$root" ]; then
 		chroot_exec "$root" "${APT[@]}" install \
 			"${BUILD_DEPS[@]}" >/dev/null || die "installing build dependencies in $root failed"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Random webhook deliveries of every scheme idem verifies, signed as each
 gateway publishes its scheme, and their one-bit mutants; for
-test/t/122_webhook_differential.pl.
+test/tap/components/122_webhook_differential.pl.
 
 Everything here is independent of idem's C code: HMACs, RSA and Ed25519
 signatures, keys and certificates come from Python's cryptography package,

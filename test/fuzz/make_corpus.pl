@@ -1,11 +1,11 @@
 #!/usr/bin/perl
 # Writes the seed corpus of the fuzz targets (test/fuzz/corpus/<target>/seed-*)
 # and their fixed keys (test/fuzz/keys/) from the tests' own vectors: the
-# \set lines of sql/webhook*.sql, which test/vectors/ made with the openssl
-# command line.  A seed is a delivery, a header, a form, a key... as the
-# regression tests send it, in the input format of its target (the comment
-# at the top of each test/fuzz/fuzz_<target>.c).  Files the fuzzer added
-# (named by their SHA-1) are left alone.
+# \set lines of test/regress/sql/webhook*.sql, which test/vectors/ made
+# with the openssl command line.  A seed is a delivery, a header, a form, a
+# key... as the regression tests send it, in the input format of its target
+# (the comment at the top of each test/fuzz/fuzz_<target>.c).  Files the
+# fuzzer added (named by their SHA-1) are left alone.
 #
 # Usage: perl test/fuzz/make_corpus.pl (from anywhere; run again when the
 # vectors change, and commit what it writes)
@@ -31,7 +31,7 @@ sub unquote
 	return $s;
 }
 
-for my $file (sort glob("$root/sql/webhook*.sql"))
+for my $file (sort glob("$root/test/regress/sql/webhook*.sql"))
 {
 	open(my $fh, '<:raw', $file) or die "$file: $!";
 	while (my $line = <$fh>)
@@ -45,7 +45,7 @@ for my $file (sort glob("$root/sql/webhook*.sql"))
 sub v
 {
 	my ($name) = @_;
-	die "no vector $name in sql/webhook*.sql\n" unless defined $v{$name};
+	die "no vector $name in test/regress/sql/webhook*.sql\n" unless defined $v{$name};
 	return $v{$name};
 }
 

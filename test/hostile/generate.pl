@@ -708,14 +708,14 @@ add("SELECT length(idem_key(repeat('é', 1000000)))::text", 'ok:64') unless $qui
 # --- forms: the alipay and unionpay schemes of idem_webhook_verify ---
 #
 # Their keys, certificates and signed forms are the vectors of
-# sql/webhook_forms.sql (test/vectors/make_form_vectors.pl).  A secret that
-# is not the scheme's key is 22023 however it is broken; anything in the
-# request is false (a valid form, true, is the control).
+# test/regress/sql/webhook_forms.sql (test/vectors/make_form_vectors.pl).
+# A secret that is not the scheme's key is 22023 however it is broken;
+# anything in the request is false (a valid form, true, is the control).
 
 $family = 'forms';
 {
 	my %v;
-	my $vectors = dirname(__FILE__) . '/../../sql/webhook_forms.sql';
+	my $vectors = dirname(__FILE__) . '/../regress/sql/webhook_forms.sql';
 	open(my $fh, '<:encoding(UTF-8)', $vectors) or die "$vectors: $!";
 	while (<$fh>)
 	{

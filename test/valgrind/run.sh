@@ -5,10 +5,10 @@
 #   bash test/valgrind/run.sh
 #
 # It builds idem, starts a private server whose processes all run under
-# valgrind, runs against it the regression tests (sql/), the isolation
-# specs (test/specs/, for the paths that wait for another transaction) and
-# the hostile-input sweep (test/hostile/, without its multi-megabyte cases),
-# stops it, and reads valgrind's logs.  Every error valgrind reports is
+# valgrind, runs against it the regression tests (test/regress/sql/), the
+# isolation specs (test/isolation/specs/, for the paths that wait for
+# another transaction) and the hostile-input sweep (test/hostile/, without
+# its multi-megabyte cases), stops it, and reads valgrind's logs.  Every error valgrind reports is
 # counted; those with a frame in idem's code are printed.  The exit status
 # is 1 when there is any error in idem's code, when a server process
 # crashed, or when the sweep could not run.  The outputs of the regression
@@ -105,15 +105,15 @@ failed_runs=()
 psql_v -d postgres -c 'CREATE DATABASE contrib_regression' -c 'CREATE DATABASE isolation_regression' || exit 1
 
 echo "regression tests ..."
-mapfile -t regress < <(for f in sql/*.sql; do basename "$f" .sql; done)
+mapfile -t regress < <(for f in test/regress/sql/*.sql; do basename "$f" .sql; done)
 as_server_user "$PGXS_SRC/test/regress/pg_regress" --use-existing --host="$out" --port="$port" \
-	--bindir="$IDEM_BINDIR" --inputdir=. --outputdir="$out/regress" \
+	--bindir="$IDEM_BINDIR" --inputdir=test/regress --outputdir="$out/regress" \
 	--dbname=contrib_regression "${regress[@]}" >"$out/regress.log" 2>&1
 
 echo "isolation specs ..."
-mapfile -t specs < <(for f in test/specs/*.spec; do basename "$f" .spec; done)
+mapfile -t specs < <(for f in test/isolation/specs/*.spec; do basename "$f" .spec; done)
 as_server_user "$PGXS_SRC/test/isolation/pg_isolation_regress" --use-existing --host="$out" --port="$port" \
-	--bindir="$IDEM_BINDIR" --inputdir=test --outputdir="$out/isolation" \
+	--bindir="$IDEM_BINDIR" --inputdir=test/isolation --outputdir="$out/isolation" \
 	--dbname=isolation_regression "${specs[@]}" >"$out/isolation.log" 2>&1
 
 echo "hostile-input sweep ..."

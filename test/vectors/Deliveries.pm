@@ -4,10 +4,10 @@
 # HMAC (stripe), Ed25519 (standard, whpk_), RSA over a form (alipay RSA2),
 # RSA with a platform certificate (wechatpay) and RSA with a certificate
 # chain (unionpay); and a resource for idem_wechatpay_decrypt, the fixed
-# one of sql/webhook_wechatpay.sql (openssl's command line does no
+# one of test/regress/sql/webhook_wechatpay.sql (openssl's command line does no
 # AES-GCM).  The invalid delivery of each kind differs from the valid one
 # in one byte of what is signed, so it costs the same checks.  Used by
-# test/t/109_verify_memory.pl and bench/verify.sh (make_deliveries.pl).
+# test/tap/core/109_verify_memory.pl and bench/verify.sh (make_deliveries.pl).
 #
 #   my @d = Deliveries::make($dir, $regress_sql);   # list of hashes
 #   my $sql = Deliveries::sql(@d);                  # CREATE TABLE deliveries
@@ -45,7 +45,7 @@ sub psql_var
 # The deliveries, each {kind, scheme, secret, payload, headers (a hash),
 # valid (1 or 0)}; for kind decrypt, secret is the APIv3 key and payload
 # the resource (JSON).  Keys go to $dir; $regress_sql is
-# sql/webhook_wechatpay.sql.
+# test/regress/sql/webhook_wechatpay.sql.
 sub make
 {
 	my ($dir, $regress_sql) = @_;

@@ -2,9 +2,10 @@
 # idem: RSA and Ed25519 keys, a small certificate authority (openssl ca),
 # and Alipay's and UnionPay's notifications signed as their documentation
 # and official SDKs describe them.  Used by make_form_vectors.pl (the fixed
-# vectors of sql/webhook_forms.sql), by test/t/108_gateway_forms.pl (fresh
-# keys and certificates at test time) and by Deliveries.pm (a delivery of
-# every kind of key, for the memory test and bench/verify.sh).
+# vectors of test/regress/sql/webhook_forms.sql), by
+# test/tap/core/108_gateway_forms.pl (fresh keys and certificates at test
+# time) and by Deliveries.pm (a delivery of every kind of key, for the
+# memory test and bench/verify.sh).
 #
 #   my $fv = FormVectors->new($dir);        # works in $dir, which it fills
 #   $fv->rsa_key('alipay');                  # $dir/alipay.key

@@ -12,4 +12,4 @@ use Deliveries;
 die "usage: $0 <work directory>\n" unless @ARGV == 1;
 binmode STDOUT;
 print Deliveries::sql(
-	Deliveries::make($ARGV[0], "$FindBin::RealBin/../../sql/webhook_wechatpay.sql"));
+	Deliveries::make($ARGV[0], "$FindBin::RealBin/../regress/sql/webhook_wechatpay.sql"));

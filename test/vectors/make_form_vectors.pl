@@ -1,5 +1,5 @@
 #!/usr/bin/perl
-# Prints the vectors of sql/webhook_forms.sql (Alipay and UnionPay
+# Prints the vectors of test/regress/sql/webhook_forms.sql (Alipay and UnionPay
 # notifications), as psql \set lines to paste at the top of that file.
 #
 # Keys and certificates are made here, fresh, with the openssl command line

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Prints the fixed signature vectors used by sql/webhook_verify.sql, as psql
-# \set lines to paste at the top of that file.
+# Prints the fixed signature vectors used by
+# test/regress/sql/webhook_verify.sql, as psql \set lines to paste at the
+# top of that file.
 #
 # The signatures are computed here with the openssl and base64 command-line
 # tools, following the two published descriptions, so the regression test

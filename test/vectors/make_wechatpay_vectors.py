@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Print the WeChat Pay vectors of sql/webhook_wechatpay.sql as psql \\set lines.
+"""Print the WeChat Pay vectors of test/regress/sql/webhook_wechatpay.sql as
+psql \\set lines.
 
 WeChat Pay publishes no keys, so these are made here with TEST KEYS (never
 WeChat Pay's, never a merchant's), by tools that share nothing with idem's C
