@@ -199,23 +199,25 @@ echo "built with assertions; installed privately in $IDEM_PRIVATE"
 
 # T: the tests to run, as shell patterns separated by spaces or commas,
 # each matched against a test's name (a regression test's or a spec's, a
-# TAP file's with or without its number: 101_crash or crash); unset, all.
-# T=claim runs test/regress/sql/claim.sql alone; T='claim*' its family too.
+# TAP file's with or without its number: 101_crash or crash), alone or
+# after its folder (regress/, isolation/, core/, recovery/, components/:
+# T='recovery/*' runs that group); unset, all.  T=claim runs
+# test/regress/sql/claim.sql alone; T='claim*' its family too.
 picked() {
-	local name=$1 short=${1#[0-9][0-9][0-9]_} p pats
+	local dir=$1 name=$2 short=${2#[0-9][0-9][0-9]_} p pats
 	[ -z "${T:-}" ] && return 0
 	IFS=', ' read -ra pats <<<"$T"
 	for p in "${pats[@]}"; do
 		# shellcheck disable=SC2053
-		[[ $name == $p || $short == $p ]] && return 0
+		[[ $name == $p || $short == $p || $dir/$name == $p || $dir/$short == $p ]] && return 0
 	done
 	return 1
 }
-mapfile -t regress < <(for f in test/regress/sql/*.sql; do [ -f "$f" ] && picked "$(basename "$f" .sql)" && basename "$f" .sql; done | sort)
-mapfile -t specs < <(for f in test/isolation/specs/*.spec; do [ -f "$f" ] && picked "$(basename "$f" .spec)" && basename "$f" .spec; done | sort)
+mapfile -t regress < <(for f in test/regress/sql/*.sql; do [ -f "$f" ] && picked regress "$(basename "$f" .sql)" && basename "$f" .sql; done | sort)
+mapfile -t specs < <(for f in test/isolation/specs/*.spec; do [ -f "$f" ] && picked isolation "$(basename "$f" .spec)" && basename "$f" .spec; done | sort)
 # the TAP files group by group, those that need only a server first
 mapfile -t taps < <(for g in core recovery components; do
-	for f in test/tap/"$g"/*.pl; do [ -f "$f" ] && picked "$(basename "$f" .pl)" && echo "$f"; done
+	for f in test/tap/"$g"/*.pl; do [ -f "$f" ] && picked "$g" "$(basename "$f" .pl)" && echo "$f"; done
 done)
 if [ -n "${T:-}" ] && [ $(( ${#regress[@]} + ${#specs[@]} + ${#taps[@]} )) = 0 ]; then
 	echo "T=$T names no test: see test/regress/sql/, test/isolation/specs/ and test/tap/*/"
