@@ -2,7 +2,8 @@
 -- checkpoints and fencing tokens.  Times and tokens vary from run to run, so
 -- the queries print what is true of them rather than the values.
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 -- errors print their SQLSTATE only: their messages name token numbers
 \set VERBOSITY sqlstate

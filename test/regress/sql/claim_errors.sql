@@ -3,7 +3,8 @@
 -- no fencing token (the token sequence is not transactional, so a call that
 -- checked its input after taking a token would show here).
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 
 -- Run a statement; show its SQLSTATE and message instead of failing

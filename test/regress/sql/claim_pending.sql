@@ -1,7 +1,10 @@
 -- A claim of a new key writes its row once: when the claim is finished, or
 -- just before its transaction commits.  Until then the claim holds its key
 -- lock (see claim_wait.spec for the second claimer that waits on it).
-CREATE EXTENSION IF NOT EXISTS idem;
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS idem CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION idem;
 
 -- How many key locks this session holds (idem's show as objsubid 7649)
 CREATE FUNCTION key_locks() RETURNS bigint LANGUAGE sql AS $$

@@ -1,5 +1,6 @@
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 -- pgcrypto's digest() is the independent reference for idem_fingerprint
 CREATE EXTENSION IF NOT EXISTS pgcrypto;
 RESET client_min_messages;

@@ -2,7 +2,8 @@
 -- byte-identical replays, the problem answers, bad input that writes
 -- nothing, and the 1.3 calls on keys finished with an HTTP response.
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 
 -- the first request: claimed, no answer to send yet
 BEGIN;

@@ -5,7 +5,8 @@
 -- imported tokens, with room left after them and its settings kept; a
 -- response that is the JSON value null imported as null.
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 \set SHOW_CONTEXT never
 DELETE FROM idem.keys;

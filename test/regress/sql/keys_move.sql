@@ -3,7 +3,8 @@
 -- database (a shard move).  Here the other database is this one, emptied
 -- between export and import.
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 -- the errors without the PL/pgSQL lines that raised them
 \set SHOW_CONTEXT never

@@ -6,7 +6,8 @@
 -- claim's lease and ttl, a checkpoint's lease and a webhook's ttl, whether
 -- the interval is a plain duration or counts days or months.
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 
 -- Run a statement; show its SQLSTATE and message instead of failing

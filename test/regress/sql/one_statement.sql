@@ -4,7 +4,8 @@
 -- failure anywhere inside leaves nothing behind.  one_statement_race.spec
 -- has the concurrent retries.
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 
 CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL CHECK (balance >= 0));

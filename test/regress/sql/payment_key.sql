@@ -1,5 +1,6 @@
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 
 -- err(call) runs "SELECT <call>" and returns "SQLSTATE: message" instead of

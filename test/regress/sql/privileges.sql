@@ -6,7 +6,8 @@
 -- the sequence are dumped by pg_dump.  Roles are cluster-wide: they are named
 -- regress_idem_* and dropped at the end, so the test can run again.
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 
 -- leftovers of an interrupted earlier run

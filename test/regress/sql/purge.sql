@@ -1,7 +1,8 @@
 -- idem_purge: deletes expired keys and webhook records, at most batch_size,
 -- never a live row, and returns how many it deleted.
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 
 -- start from empty tables: other tests leave rows behind

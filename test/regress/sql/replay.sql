@@ -5,7 +5,8 @@
 -- body that an earlier version stored and jsonb cannot read still replays.
 -- idem.max_response_size counts a value's own bytes.
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 
 -- Run a statement; show its SQLSTATE and message instead of failing

@@ -7,7 +7,8 @@
 -- that reads or writes it refuses and writes nothing (no row, no token),
 -- undoes the change, and shows that the same calls work again.
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 
 -- Run a statement; show its SQLSTATE, message and detail instead of failing

@@ -3,7 +3,8 @@
 -- doc/webhooks.md ("The handler pattern"), verbatim (test 121 checks); the
 -- deliveries are signed here with pgcrypto's hmac(), independent of idem.
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 -- pgcrypto may be there already from another test: install it quietly, and
 -- at the end remove it only if this test installed it

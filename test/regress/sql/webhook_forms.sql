@@ -1,5 +1,6 @@
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 -- idem_webhook_verify: the form-based gateways, Alipay and UnionPay.  The
 -- keys, certificates and signed forms below were made with the openssl

@@ -1,5 +1,6 @@
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 -- idem_webhook_verify: the HMAC-SHA256 schemes with a shared secret
 -- (github, shopify, razorpay, checkout, paddle, adyen).  The fixed vectors below

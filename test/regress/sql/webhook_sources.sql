@@ -1,5 +1,6 @@
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 -- Webhook sources: idem_webhook_source_set and _drop, the view
 -- idem_webhook_sources, and idem_webhook_receive.  The secrets and the

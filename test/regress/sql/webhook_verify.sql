@@ -1,5 +1,6 @@
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 -- idem_webhook_verify: signatures of the Stripe and Standard Webhooks schemes.
 -- The fixed vectors below were computed with openssl/base64 on the command

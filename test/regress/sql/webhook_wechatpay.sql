@@ -1,5 +1,6 @@
 SET client_min_messages = warning;
-CREATE EXTENSION IF NOT EXISTS idem;
+DROP EXTENSION IF EXISTS idem CASCADE;
+CREATE EXTENSION idem;
 RESET client_min_messages;
 -- The "wechatpay" scheme of idem_webhook_verify and idem_wechatpay_decrypt.
 -- WeChat Pay publishes no keys: the vectors below were made with test keys
