@@ -3,18 +3,19 @@
 # behaves), each with its defaults and with its
 # setting for the pooler: pgjdbc, psycopg 3, pgx v4 and node-pg run the same
 # payment (BEGIN; idem_claim; INSERT the charge; idem_complete; COMMIT) from
-# small programs under test/drivers.  With the defaults: pgjdbc cannot
-# connect until the pool ignores extra_float_digits; the named statements of
-# every driver fail once clients share server connections (42P05 "already
-# exists", 26000 "does not exist"), pgjdbc's also leave a transaction that
-# its ROLLBACK could not end (25P02), and a storm of pgjdbc payments leaves
-# keys committed as processing with no charge: a BEGIN run as another
-# client's COMMIT or ROLLBACK leaves the claim alone in its transaction.
-# Paying with idem_http_claim and idem_http_respond (idem 1.4) instead, the
-# same storms leave no such key: the claim is refused at commit (25P01), and
-# no key is charged twice.  With the settings each storm books exactly one
-# charge per key.  (Session SET through the pooler:
-# 110_pgbouncer.pl.)
+# small programs under test/drivers.  With the defaults: pgjdbc before
+# 42.7.5 cannot connect until the pool ignores extra_float_digits; the named
+# statements of every driver fail once clients share server connections
+# (42P05 "already exists", 26000 "does not exist"), pgjdbc's also leave a
+# transaction that its ROLLBACK could not end (25P02).  Before 42.7.7,
+# pgjdbc names BEGIN too, and a storm of its payments leaves keys committed
+# as processing with no charge: a BEGIN run as another client's COMMIT or
+# ROLLBACK leaves the claim alone in its transaction.  Paying with
+# idem_http_claim and idem_http_respond (idem 1.4) instead, the same storms
+# leave no such key: the claim is refused at commit (25P01), and no key is
+# charged twice.  From 42.7.7 BEGIN is always BEGIN, and neither leaves one.
+# With the settings each storm books exactly one charge per key.  (Session
+# SET through the pooler: 110_pgbouncer.pl.)
 use strict;
 use warnings;
 
@@ -109,11 +110,32 @@ SKIP:
 	  unless -f '/usr/share/java/postgresql.jar' && system('javac -version >/dev/null 2>&1') == 0;
 	my @java = ('java', '-cp', '/usr/share/java/postgresql.jar', "$drivers/java/Pay.java");
 
-	# pgjdbc puts extra_float_digits in the startup packet, which pgbouncer
-	# refuses unless told to ignore it
-	is(run_driver(1, @java, url('clash_java'), 'clash', 'jdbc-start'),
-		"error 08P01 FATAL: unsupported startup parameter: extra_float_digits\n",
-		'pgjdbc cannot connect: unsupported startup parameter: extra_float_digits (08P01)');
+	# Two changes of pgjdbc show here (Debian 12 has 42.5, Debian 13 42.7.7):
+	# from 42.7.5 it sends extra_float_digits to PostgreSQL 12 and later with
+	# a SET once connected, no longer in the startup packet; from 42.7.7 it
+	# sends BEGIN with the simple protocol, never as a named statement.
+	my ($jdbc) = `java -jar /usr/share/java/postgresql.jar` =~ /PostgreSQL JDBC Driver (\d+\.\d+\.\d+)/;
+	$jdbc //= '0.0.0';
+	note("pgjdbc $jdbc");
+	my $jdbc_from = sub { return sprintf('%03d%03d%03d', split /\./, $jdbc) ge sprintf('%03d%03d%03d', split /\./, $_[0]); };
+	my $set_float_digits = $jdbc_from->('42.7.5');
+	my $simple_begin = $jdbc_from->('42.7.7');
+
+	# pgjdbc before 42.7.5 puts extra_float_digits in the startup packet,
+	# which pgbouncer refuses unless told to ignore it
+	if ($set_float_digits)
+	{
+		is(run_driver(1, @java, url('clash_java'), 'clash', 'jdbc-start'),
+			"shared ok ok\nafter ok\nmoved ok\n",
+			"pgjdbc $jdbc connects without ignore_startup_parameters: extra_float_digits comes in a SET");
+	}
+	else
+	{
+		is(run_driver(1, @java, url('clash_java'), 'clash', 'jdbc-start'),
+			"error 08P01 FATAL: unsupported startup parameter: extra_float_digits\n",
+			"pgjdbc $jdbc cannot connect: unsupported startup parameter: extra_float_digits (08P01)");
+	}
+	# (what the docs say for pgjdbc before 42.7.5; harmless after)
 	append_to_file("$dir/pgbouncer.ini", "ignore_startup_parameters = extra_float_digits\n");
 	$bouncer->signal('HUP');
 	my $ignored = '';
@@ -129,14 +151,18 @@ SKIP:
 	is($ignored, 'extra_float_digits', 'pgbouncer reloaded with ignore_startup_parameters = extra_float_digits');
 
 	# pgjdbc prepares COMMIT and ROLLBACK as named statements from their first
-	# use, and BEGIN with the statement that crosses prepareThreshold: b's
-	# first COMMIT finds a's S_1 on the server connection.  Its ROLLBACK fails
-	# the same way, so its server connection stays in the aborted transaction
-	# (25P02 for its next payment).  A named BEGIN that finds no statement
-	# fails outside a transaction, and pgjdbc prepares again and retries.
+	# use, and before 42.7.7 BEGIN too, with the statement that crosses
+	# prepareThreshold: b's first COMMIT finds a's S_1 on the server
+	# connection.  Its ROLLBACK fails the same way, so its server connection
+	# stays in the aborted transaction (25P02 for its next payment).  On a
+	# server connection it has not used, a named BEGIN that finds no
+	# statement fails outside a transaction, and pgjdbc prepares again and
+	# retries; from 42.7.7 BEGIN runs, and the claim's named statement fails
+	# inside the transaction (26000).
 	is(run_driver(0, @java, url('clash_java'), 'clash', 'jdbc-clash'),
-		"shared ok 42P05\@1\nafter 25P02\@1\nmoved ok\n",
-		'pgjdbc defaults: 42P05 at the first COMMIT of a second client on the connection, then 25P02');
+		"shared ok 42P05\@1\nafter 25P02\@1\nmoved " . ($simple_begin ? "26000\@1" : 'ok') . "\n",
+		'pgjdbc defaults: 42P05 at the first COMMIT of a second client on the connection, then 25P02, '
+		  . ($simple_begin ? '26000 at the claim on another one' : 'BEGIN retried on another one'));
 	is(run_driver(1, @java, url('clash_java'), 'clash', 'jdbc-clash-fixed'),
 		"shared ok ok\nafter ok\nmoved ok\n", 'pgjdbc with prepareThreshold=0: no failure');
 
@@ -168,26 +194,48 @@ SKIP:
 			       AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.idem_key = k.key)}));
 	};
 
-	# Storms until one leaves an orphan
-	my (%codes, $orphans, $storms);
-	for my $n (1 .. 10)
+	# Storms until one leaves an orphan (before 42.7.7; from 42.7.7 three,
+	# which leave none)
+	my (%codes, @all_orphans, $orphans, $storms);
+	for my $n (1 .. ($simple_begin ? 3 : 10))
 	{
 		$storms = $n;
 		(my $codes, $orphans) = $defaults_storm->("jdbc-orphan-$n");
 		$codes{$_} += $codes->{$_} for keys %$codes;
 		note("pgjdbc defaults, idem_claim, storm $n: orphans: " . ($orphans || 'none'));
-		last if $orphans ne '';
+		push @all_orphans, $orphans if $orphans ne '';
+		last if $orphans ne '' && !$simple_begin;
 	}
 	note("pgjdbc defaults: SQLSTATEs " . join(' ', map { "$_ x$codes{$_}" } sort keys %codes));
 	is(join(' ', grep { $codes{$_} } qw(08P01 25P02 26000 42P05)), '08P01 25P02 26000 42P05',
 		'pgjdbc defaults: the storm fails with 42P05, 26000, 25P02 and 08P01');
-	my @orphans = map { [ split / / ] } split /,/, $orphans;
-	ok(@orphans, 'pgjdbc defaults: a storm leaves a key committed as processing with no charge');
-	is(join(',', grep { $_->[1] != 60 } @orphans), '',
-		'each orphan is a committed claim with the default lease (idem.lease, 60 s)');
 	my $begin_answered = qr/^08P01 Expected command status BEGIN, got (COMMIT|ROLLBACK)\.$/;
-	is( join(',', map { $_->[0] } grep { !grep { $_ =~ $begin_answered } @{ $seen{ $_->[0] } } } @orphans),
-		'', 'and each orphan\'s payment had its BEGIN answered by another client\'s COMMIT or ROLLBACK');
+	# the errors of the storms so far that are a BEGIN answered so
+	my $answered_begins = sub { return scalar grep { $_ =~ $begin_answered } map { @$_ } values %seen; };
+	# the keys of the storms on $prefix charged other than once or not
+	# completed
+	my $charged_wrong = sub {
+		return sql(qq{SELECT string_agg(idem_key, ',') FROM (SELECT idem_key, count(*) FROM payments GROUP BY idem_key) p
+		              LEFT JOIN idem.keys k ON k.key = p.idem_key
+		              WHERE idem_key ~ '^$_[0]-' AND (count <> 1 OR state IS DISTINCT FROM 'completed')});
+	};
+	if ($simple_begin)
+	{
+		# BEGIN is always BEGIN: every claim is in its payment's transaction
+		is(join(',', @all_orphans), '',
+			"pgjdbc $jdbc defaults: no storm leaves a key committed as processing with no charge");
+		is($answered_begins->(), 0, 'and no BEGIN was answered by another client\'s COMMIT or ROLLBACK');
+		is($charged_wrong->('jdbc-orphan'), '', 'and every charged key completed, with exactly one charge');
+	}
+	else
+	{
+		my @orphans = map { [ split / / ] } split /,/, $orphans;
+		ok(@orphans, "pgjdbc $jdbc defaults: a storm leaves a key committed as processing with no charge");
+		is(join(',', grep { $_->[1] != 60 } @orphans), '',
+			'each orphan is a committed claim with the default lease (idem.lease, 60 s)');
+		is( join(',', map { $_->[0] } grep { !grep { $_ =~ $begin_answered } @{ $seen{ $_->[0] } } } @orphans),
+			'', 'and each orphan\'s payment had its BEGIN answered by another client\'s COMMIT or ROLLBACK');
+	}
 
 	# As many storms (at least 3) paying with idem_http_claim and
 	# idem_http_respond: a claim made outside a transaction block without a
@@ -209,13 +257,21 @@ SKIP:
 		my $key = $_;
 		grep { /^25P01 ERROR: key "\Q$key\E" was claimed outside a transaction block and not finished$/ } @{ $seen{$key} }
 	} keys %seen;
-	ok(@refused, 'idem_http_claim, pgjdbc defaults: claims run outside a transaction block are refused at commit (25P01)');
-	is( join(',', grep { !grep { $_ =~ $begin_answered } @{ $seen{$_} } } @refused),
-		'', 'and each refused payment had its BEGIN answered by another client\'s COMMIT or ROLLBACK');
-	is( sql(q{SELECT string_agg(idem_key, ',') FROM (SELECT idem_key, count(*) FROM payments GROUP BY idem_key) p
-	          LEFT JOIN idem.keys k ON k.key = p.idem_key
-	          WHERE idem_key ~ '^jdbc-http-' AND (count <> 1 OR state IS DISTINCT FROM 'completed')}),
-		'', 'idem_http_claim, pgjdbc defaults: every charged key completed, with exactly one charge');
+	if ($simple_begin)
+	{
+		is(join(',', @refused), '',
+			"idem_http_claim, pgjdbc $jdbc defaults: no claim runs outside a transaction block (no 25P01)");
+		is($answered_begins->(), 0, 'and no BEGIN was answered by another client\'s COMMIT or ROLLBACK');
+	}
+	else
+	{
+		ok(@refused,
+			"idem_http_claim, pgjdbc $jdbc defaults: claims run outside a transaction block are refused at commit (25P01)");
+		is( join(',', grep { !grep { $_ =~ $begin_answered } @{ $seen{$_} } } @refused),
+			'', 'and each refused payment had its BEGIN answered by another client\'s COMMIT or ROLLBACK');
+	}
+	is($charged_wrong->('jdbc-http'), '',
+		'idem_http_claim, pgjdbc defaults: every charged key completed, with exactly one charge');
 
 	storm_ok('pgjdbc with prepareThreshold=0, fresh keys', \@java, 'jdbc-fixed-fresh', 16, 30, 480);
 	storm_ok('pgjdbc with prepareThreshold=0', \@java, 'jdbc-fixed', 12, 20, 40);
