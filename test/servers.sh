@@ -50,6 +50,8 @@
 #                                         with PG_CONFIG set to it
 #   test/servers.sh kit FROM INTO TREE    FROM's server with idem (from TREE) in
 #                                         INTO's chroot, for upgrade tests
+#                                         (cached while TREE and FROM's
+#                                         server stay the same)
 #   test/servers.sh chroot FLAVOUR        where FLAVOUR's chroot is (if it has one)
 #   test/servers.sh host-packages         install what making them takes here
 #   test/servers.sh mirror                the mirror the chroots come from
@@ -70,6 +72,7 @@ IDEM_CACHE=${IDEM_CACHE:-/var/cache/idem}
 CHROOT_RECIPE=1
 BUILD_RECIPE=2
 CITUS_RECIPE=1
+KIT_RECIPE=1
 FLAVOURS=(15 17 18 15-asan 17-cassert)
 APT=(apt-get -o DPkg::Lock::Timeout=900 -o APT::Install-Recommends=false -y -qq)
 export DEBIAN_FRONTEND=noninteractive
@@ -498,8 +501,8 @@ host_packages() {
 	host_install debootstrap dpkg-dev patch curl "${BUILD_DEPS[@]}"
 }
 
-# Make flavour $1's server (whatever of it is not cached).
-prepare() {
+# Make flavour $1's server (whatever of it is not cached), without Citus.
+prepare_server() {
 	local flavour=$1
 	codename_of "$flavour" >/dev/null
 	if [ "$flavour" = 15 ]; then
@@ -507,21 +510,25 @@ prepare() {
 		IDEM_PG_MAJOR=15 bash "$(dirname "${BASH_SOURCE[0]}")/deps.sh" >&2 || exit 1
 		return 0
 	fi
-	if ! ready "$flavour"; then
-		[ "$(id -u)" = 0 ] || die "making the $flavour server needs root"
-		mkdir -p "$IDEM_CACHE"
-		host_packages || exit 1
-		case "$flavour" in
-			*-cassert|*-asan) make_cassert "$flavour" || exit 1 ;;
-			*) make_chroot "$(codename_of "$flavour")" "$(chroot_dir "$flavour")" "$(major_of "$flavour")" \
-				"$(server_suite_of "$flavour")" || exit 1 ;;
-		esac
-	fi
+	ready "$flavour" && return 0
+	[ "$(id -u)" = 0 ] || die "making the $flavour server needs root"
+	mkdir -p "$IDEM_CACHE"
+	host_packages || exit 1
 	case "$flavour" in
+		*-cassert|*-asan) make_cassert "$flavour" || exit 1 ;;
+		*) make_chroot "$(codename_of "$flavour")" "$(chroot_dir "$flavour")" "$(major_of "$flavour")" \
+			"$(server_suite_of "$flavour")" || exit 1 ;;
+	esac
+}
+
+# Make flavour $1's server, and Citus for it on 17 and 18.
+prepare() {
+	local src
+	prepare_server "$1" || exit 1
+	case "$1" in
 		17|18)
-			local src
 			src=$(citus_source) || return 0
-			make_citus "$flavour" "$src" || exit 1
+			make_citus "$1" "$src" || exit 1
 			;;
 	esac
 }
@@ -591,39 +598,92 @@ sanitizer_env() {
 # from tree $3 for it and installed into it, at /opt/idem-kit/pgNN there, and
 # in its compat-lib/ the shared libraries it needs that $2's release lacks
 # (ICU and LDAP of an older soname).  Prints the kit's path in the chroot.
-kit() {
-	local from=$1 into=$2 tree=$3 major src_root dest inst build missing lib round
+# The server with idem is made once in the cache (kit-pgNN) for every
+# chroot it goes into, and both are kept while the tree and $1's server
+# stay the same (kit_stamp): a run whose tree did not change since the
+# last one builds nothing.
+kit() (
+	local from=$1 into=$2 tree=$3 major stamp base dest
 	major=$(major_of "$from")
 	case "$from" in 15|17) ;; *) die "no kit of flavour $from" ;; esac
 	in_chroot "$into" || die "a kit goes into a chroot flavour, not $into"
-	prepare "$from" >&2 || exit 1
-	prepare "$into" >&2 || exit 1
-	src_root=/
-	in_chroot "$from" && src_root=$(chroot_dir "$from")
+	[ "$major" -lt "$(major_of "$into")" ] || die "a kit of $from is not older than $into"
+	# the servers only: a kit needs no Citus
+	prepare_server "$from" >&2 || exit 1
+	prepare_server "$into" >&2 || exit 1
+	base=$IDEM_CACHE/kit-pg$major
 	dest=$(chroot_dir "$into")/opt/idem-kit/pg$major
-	rm -rf "$dest"
-	mkdir -p "$dest/usr/lib/postgresql" "$dest/usr/share/postgresql" "$dest/compat-lib"
-	cp -a "$src_root/usr/lib/postgresql/$major" "$dest/usr/lib/postgresql/" &&
-	cp -a "$src_root/usr/share/postgresql/$major" "$dest/usr/share/postgresql/" ||
+	hold_lock "kit-pg$major"
+	stamp=$(kit_stamp "$from" "$tree") || exit 1
+	if ! made "$dest/.idem-ready" "$stamp"; then
+		made "$base/.idem-ready" "$stamp" || make_kit_base "$from" "$tree" "$base" || exit 1
+		echo "$stamp" >"$base/.idem-ready"
+		echo "servers.sh: putting the $major kit into $(chroot_dir "$into")" >&2
+		rm -rf "$dest"
+		mkdir -p "$(dirname "$dest")"
+		cp -a "$base" "$dest" && rm -f "$dest/.idem-ready" || die "copying the $major kit failed"
+		kit_compat_libs "$from" "$into" "$dest" || exit 1
+		echo "$stamp" >"$dest/.idem-ready"
+	fi
+	echo "/opt/idem-kit/pg$major"
+)
+
+# What a kit of flavour $1 with idem from tree $2 is made of, on one line:
+# the recipe, the version of the server's package and a checksum of what of
+# the tree (idem_copy_tree's files) its build and install read: the
+# Makefile, the control file, the SQL scripts and src/
+kit_stamp() {
+	local from=$1 tree=$2 src_root=/ version sum tmp
+	in_chroot "$from" && src_root=$(chroot_dir "$from")
+	version=$(dpkg-query --admindir="${src_root%/}/var/lib/dpkg" -W -f='${Version}' \
+		"postgresql-$(major_of "$from")" 2>/dev/null) || die "no postgresql-$(major_of "$from") package in $src_root"
+	tmp=$(mktemp -d) || exit 1
+	sum=$(. "$tree/test/lib.sh" && idem_copy_tree "$tmp" && cd "$tmp" &&
+		tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - Makefile ./*.control ./*.sql src |
+		sha256sum) ||
+		{ rm -rf "$tmp"; die "reading $tree failed"; }
+	rm -rf "$tmp"
+	echo "$KIT_RECIPE $version ${sum:0:16}"
+}
+
+# Make the kit of flavour $1 with idem from tree $2 at $3 (on the host):
+# the server's files, and idem built where that server's headers are and
+# installed into them
+make_kit_base() {
+	local from=$1 tree=$2 base=$3 major src_root=/ build inst cmd
+	major=$(major_of "$from")
+	in_chroot "$from" && src_root=$(chroot_dir "$from")
+	echo "servers.sh: making the $major kit (its server, and idem built for it) in $base" >&2
+	rm -rf "$base"
+	mkdir -p "$base/usr/lib/postgresql" "$base/usr/share/postgresql" "$base/compat-lib"
+	cp -a "${src_root%/}/usr/lib/postgresql/$major" "$base/usr/lib/postgresql/" &&
+	cp -a "${src_root%/}/usr/share/postgresql/$major" "$base/usr/share/postgresql/" ||
 		die "copying the $major server failed"
-	# idem, built where that server's headers are, installed into the kit
 	build=/tmp/idem-kit-build-$major
 	inst=/tmp/idem-kit-inst-$major
 	rm -rf "${src_root%/}$build" "${src_root%/}$inst"
 	mkdir -p "${src_root%/}$build"
-	(IDEM_ROOT=$tree && . "$tree/test/lib.sh" && idem_copy_tree "${src_root%/}$build") &&
-	run "$from" bash -c "make -s -C $build PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config >/dev/null &&
-		make -s -C $build install PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config DESTDIR=$inst >/dev/null" ||
+	cmd="make -s -C $build PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config >/dev/null &&
+		make -s -C $build install PG_CONFIG=/usr/lib/postgresql/$major/bin/pg_config DESTDIR=$inst >/dev/null"
+	(. "$tree/test/lib.sh" && idem_copy_tree "${src_root%/}$build") &&
+	if [ "$src_root" = / ]; then bash -c "$cmd"; else chroot_exec "$src_root" bash -c "$cmd"; fi ||
 		die "building idem for the $major kit failed"
-	cp -a "${src_root%/}$inst/." "$dest/" || die "installing idem into the $major kit failed"
+	cp -a "${src_root%/}$inst/." "$base/" || die "installing idem into the $major kit failed"
 	rm -rf "${src_root%/}$build" "${src_root%/}$inst"
-	# the libraries the copied files need and this release lacks, from the
-	# release they were built on (and what those need in turn)
+}
+
+# Copy into kit $3 (of flavour $1, in flavour $2's chroot) the libraries
+# its files need that $2's release lacks, from the release they were built
+# on (and what those need in turn)
+kit_compat_libs() {
+	local from=$1 into=$2 dest=$3 major src_root=/ missing lib f round
+	major=$(major_of "$from")
+	in_chroot "$from" && src_root=$(chroot_dir "$from")
 	for round in 1 2 3 4; do
 		mapfile -t missing < <(chroot_exec "$(chroot_dir "$into")" env LD_LIBRARY_PATH="/opt/idem-kit/pg$major/compat-lib" \
 			bash -c "find /opt/idem-kit/pg$major -type f \( -perm -u+x -o -name '*.so*' \) -print0 |
 				xargs -0 ldd 2>/dev/null" | awk '/=> not found/ { print $1 }' | sort -u)
-		[ ${#missing[@]} = 0 ] && break
+		[ ${#missing[@]} = 0 ] && return 0
 		for lib in "${missing[@]}"; do
 			if [ "$src_root" = / ]; then
 				f=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ { print $NF; exit }')
@@ -635,7 +695,6 @@ kit() {
 			cp -L "$f" "$dest/compat-lib/$lib"
 		done
 	done
-	echo "/opt/idem-kit/pg$major"
 }
 
 # The command line
