@@ -85,14 +85,19 @@ summarize_sanitizers() {
 
 # The older servers, with idem, that flavour $1's tests upgrade from (the
 # tests across major versions: test/tap/recovery/104, 114, 117), as
-# "major=path ..." in its chroot: on 18, those of 15 and 17; empty
-# elsewhere.  False when one
-# cannot be made (the run counts that as a failure: those tests would
-# otherwise carry data from the server to itself only, and pass).
+# "major=path ..." in its chroot, oldest first: on 18, those of 15 and 17;
+# on 19, those of 15 and 18 (15's is made once for both: test/servers.sh
+# kit); empty elsewhere.  False when one cannot be made (the run counts
+# that as a failure: those tests would otherwise carry data from the
+# server to itself only, and pass).
 kits_for() {
-	local from path kits=()
-	[ "$1" = 18 ] || return 0
-	for from in 15 17; do
+	local from path kits=() froms
+	case "$1" in
+		18) froms="15 17" ;;
+		19) froms="15 18" ;;
+		*) return 0 ;;
+	esac
+	for from in $froms; do
 		path=$(bash test/servers.sh kit "$from" "$1" "$IDEM_ROOT" | tail -n 1) && [ -n "$path" ] ||
 			return 1
 		kits+=("$from=$path")

@@ -605,7 +605,7 @@ sanitizer_env() {
 kit() (
 	local from=$1 into=$2 tree=$3 major stamp base dest
 	major=$(major_of "$from")
-	case "$from" in 15|17) ;; *) die "no kit of flavour $from" ;; esac
+	case "$from" in 15|17|18) ;; *) die "no kit of flavour $from" ;; esac
 	in_chroot "$into" || die "a kit goes into a chroot flavour, not $into"
 	[ "$major" -lt "$(major_of "$into")" ] || die "a kit of $from is not older than $into"
 	# the servers only: a kit needs no Citus

@@ -2,13 +2,16 @@
 # servers with idem ("15=KIT 17=KIT", oldest first, each server installed at
 # KIT/usr/lib/postgresql/NN), the cluster is made with the oldest, upgraded
 # to each next one and at last to the server the test runs on, each hop by
-# the newer side's pg_upgrade; without kits, one hop from this server to
-# itself.  Every key (completed, failed, released, processing with a lease
-# and a checkpoint, a later attempt, a payment key), every webhook record
-# and webhook source, the token sequence and the grants on idem's functions
-# and views (including those an extension update recorded as initial
-# privileges) come through unchanged; the attempt in flight is completed by
-# its token afterwards, and claims go on.  The purge worker never runs on
+# the newer side's pg_upgrade; with two kits or more, a copy of that first
+# cluster is also upgraded in one hop to this server (on 19, with kits of
+# 15 and 18: 15 to 18 to 19, and 15 to 19); without kits, one hop from
+# this server to itself.  On the last cluster of each route, every key
+# (completed, failed, released, processing with a lease and a checkpoint, a
+# later attempt, a payment key), every webhook record and webhook source,
+# the token sequence and the grants on idem's functions and views
+# (including those an extension update recorded as initial privileges) come
+# through unchanged; the attempt in flight is completed by its token
+# afterwards, and claims go on.  The purge worker never runs on
 # pg_upgrade's servers, at any hop: its lines are absent from pg_upgrade's
 # server log, written at a level that shows every background worker
 # registered and started, and that does show idem's when the same cluster
@@ -58,7 +61,8 @@ my @chain = map {
 	cluster($_ == 0 ? 'old' : $_ == $#paths ? 'new' : "hop$_", $paths[$_])
 } 0 .. $#paths;
 my ($old, $new) = @chain[ 0, -1 ];
-note 'the upgrades: ', join(' to ', map { $_->pg_version } @chain);
+my $route = join(' to ', map { $_->pg_version->major } @chain);
+note "the upgrades: $route";
 $old->start;
 
 # Lines of a server log that say an idem background process was registered,
@@ -327,6 +331,23 @@ sub upgrade
 	return;
 }
 
+# With two older servers or more, a copy of the old cluster, taken while
+# it was stopped, is upgraded to this server in one hop as well, as a DBA
+# who skips the majors between upgrades it (15 to 19 beside 15 to 18 to 19)
+my ($direct, $direct_new, $direct_route);
+if (@chain > 2)
+{
+	$direct_route = $old->pg_version->major . ' to ' . $new->pg_version->major;
+	$old->stop;
+	$old->backup_fs_cold('before');
+	$old->start;
+	$direct = PostgreSQL::Test::Cluster->new('old_copy', install_path => $paths[0]);
+	$direct->init_from_backup($old, 'before');
+	$direct_new = cluster('new_direct');
+	$direct->start;
+	upgrade($direct, $direct_new);
+}
+
 for my $i (1 .. $#chain)
 {
 	upgrade(@chain[ $i - 1, $i ]);
@@ -342,93 +363,113 @@ for my $i (1 .. $#chain)
 
 # --- The upgraded cluster ---
 
-$new->start;
-for my $db (qw(postgres legacy))
+# Start upgraded cluster $new, the end of route $route ("15 to 18 to
+# 19"), and show in a subtest of that name that it holds everything the old
+# cluster held, that claims go on there and that its purge worker runs
+# again; then stop it
+sub check_upgraded
 {
-	is($new->safe_psql($db, $rows_q{keys}), $before{$db}{ $rows_q{keys} },
-		"$db: every key is unchanged, column by column");
-	is($new->safe_psql($db, $rows_q{webhooks}), $before{$db}{ $rows_q{webhooks} },
-		"$db: every webhook record is unchanged");
-	is($new->safe_psql($db, $rows_q{webhook_sources}), $before{$db}{ $rows_q{webhook_sources} },
-		"$db: every webhook source is unchanged, secrets included");
-	is($new->safe_psql($db, $seq_q), $before{$db}{$seq_q},
-		"$db: the token sequence is where it was");
-	is($new->safe_psql($db, $acl_q), $before{$db}{$acl_q},
-		"$db: the privileges and initial privileges of every object of idem are unchanged");
+	my ($new, $route) = @_;
+	subtest $route => sub { check_upgraded_cluster($new) };
+	$new->stop;
+	return;
 }
-is($new->safe_psql('postgres', $privs_q), 't|t|f|t|t|t|f|f',
-	'the grants to the application and monitoring roles hold, and PUBLIC still has none');
-is($new->safe_psql('legacy', $legacy_privs_q), 't|t',
-	'the grant the update made holds too');
-is( $new->safe_psql(
-		'legacy', 'SET ROLE idem_monitor; SELECT count(*) >= 0 FROM idem_stats'),
-	't', 'the monitoring role reads idem_stats in the updated database');
 
-my $dump_after = $new->basedir . '/after.sql';
-command_ok(
-	[ "$bindir/pg_dumpall", '--no-sync', '-d', $new->connstr('postgres'), '-f', $dump_after ],
-	'pg_dumpall after the upgrade');
-# Less the random keys of \restrict, new in every dump, and the version of
-# the server dumped, named in a comment of each database's part: the oldest
-# server of the chain before, this one after
-my @dumps = map {
-	slurp_file($_) =~ s/^\\(?:un)?restrict .*$//mgr =~ s/^-- Dumped from database version .*$//mgr
-} $dump_before, $dump_after;
-is($dumps[1], $dumps[0], 'pg_dumpall writes the same before and after the upgrade');
+# The checks of check_upgraded on running cluster $new
+sub check_upgraded_cluster
+{
+	my ($new) = @_;
+	$new->start;
+	for my $db (qw(postgres legacy))
+	{
+		is($new->safe_psql($db, $rows_q{keys}), $before{$db}{ $rows_q{keys} },
+			"$db: every key is unchanged, column by column");
+		is($new->safe_psql($db, $rows_q{webhooks}), $before{$db}{ $rows_q{webhooks} },
+			"$db: every webhook record is unchanged");
+		is($new->safe_psql($db, $rows_q{webhook_sources}), $before{$db}{ $rows_q{webhook_sources} },
+			"$db: every webhook source is unchanged, secrets included");
+		is($new->safe_psql($db, $seq_q), $before{$db}{$seq_q},
+			"$db: the token sequence is where it was");
+		is($new->safe_psql($db, $acl_q), $before{$db}{$acl_q},
+			"$db: the privileges and initial privileges of every object of idem are unchanged");
+	}
+	is($new->safe_psql('postgres', $privs_q), 't|t|f|t|t|t|f|f',
+		'the grants to the application and monitoring roles hold, and PUBLIC still has none');
+	is($new->safe_psql('legacy', $legacy_privs_q), 't|t',
+		'the grant the update made holds too');
+	is( $new->safe_psql(
+			'legacy', 'SET ROLE idem_monitor; SELECT count(*) >= 0 FROM idem_stats'),
+		't', 'the monitoring role reads idem_stats in the updated database');
 
-# --- Claims, replays and the attempt in flight ---
+	my $dump_after = $new->basedir . '/after.sql';
+	command_ok(
+		[ "$bindir/pg_dumpall", '--no-sync', '-d', $new->connstr('postgres'), '-f', $dump_after ],
+		'pg_dumpall after the upgrade');
+	# Less the random keys of \restrict, new in every dump, and the version of
+	# the server dumped, named in a comment of each database's part: the oldest
+	# server of the chain before, this one after
+	my @dumps = map {
+		slurp_file($_) =~ s/^\\(?:un)?restrict .*$//mgr =~ s/^-- Dumped from database version .*$//mgr
+	} $dump_before, $dump_after;
+	is($dumps[1], $dumps[0], 'pg_dumpall writes the same before and after the upgrade');
 
-my $fp100 = q{idem_fingerprint('{"amount": 100}')};
-is( $new->safe_psql('postgres', "SELECT status, response FROM idem_claim('u-completed', $fp100)"),
-	'completed|{"note": "naïve ☃", "charge": "ch_1"}',
-	'a completed key replays its response');
-is($new->safe_psql('postgres', q{SELECT status FROM idem_claim('u-completed', '\x00')}),
-	'mismatch', 'its fingerprint still tells another request apart');
-is( $new->safe_psql('postgres',
-		q{SELECT status, response FROM idem_claim('u-failed', '\x0102', scope => 'merchant-7')}),
-	'failed|{"error": "card_declined"}',
-	'a failed key replays its error');
-is($new->safe_psql('postgres', "SELECT idem_payment_key('m-7', 'order-42', 100.50, 'EUR', '2026-01-02')"),
-	$payment_key, 'the payment key derives the same');
-is( $new->safe_psql(
-		'postgres',
-		"SELECT status, response FROM idem_claim(idem_payment_key('m-7', 'order-42', 100.50, 'EUR', '2026-01-02'), scope => 'm-7')"
-	),
-	'completed|{"charge": "ch_pk"}',
-	'and replays its charge');
-is($new->safe_psql('postgres', q{SELECT status, attempt FROM idem_claim('u-processing', '\x03')}),
-	'in_progress|1', 'the lease of the attempt in flight is honoured');
-is( $new->safe_psql(
-		'postgres',
-		"SELECT sqlstate_of(\$\$SELECT idem_complete('u-attempt2', '{}', token => $stale_token)\$\$)"),
-	'ID001', 'a token of an earlier attempt is still stale');
-$new->safe_psql('postgres',
-	"SELECT idem_complete('u-processing', '{\"charge\": \"ch_2\"}', token => $processing_token)");
-is($new->safe_psql('postgres', q{SELECT status, response FROM idem_claim('u-processing', '\x03')}),
-	'completed|{"charge": "ch_2"}', 'its worker completes it by its token after the upgrade');
-is($new->safe_psql('postgres', q{SELECT status, attempt FROM idem_claim('u-released')}),
-	'claimed|2', 'a released key is claimed at once, as attempt 2');
-cmp_ok($new->safe_psql('postgres', "SELECT token FROM idem_claim('u-new')"),
-	'>', $max_token, 'a new claim gets a token above every one from before');
-is( $new->safe_psql(
-		'postgres',
-		q{SET ROLE app_role;
-		  SELECT c.status FROM idem_claim('u-app') c, LATERAL (SELECT idem_complete('u-app', '{}')) x;
-		  SELECT status FROM idem_claim('u-app');}
-	),
-	"claimed\ncompleted", 'the application role claims and completes');
-is( $new->safe_psql('postgres',
-		"SELECT idem_webhook('stripe', 'evt_1'), idem_webhook('queue-ü', 'msg-√2'), idem_webhook('stripe', 'evt_3')"),
-	'f|f|t', 'recorded webhooks are duplicates; a new one is new');
+	# --- Claims, replays and the attempt in flight ---
 
-# And the purge worker runs again, now that the server runs normally
-ok( $new->poll_query_until(
-		'postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem purge launcher'"),
-	'the purge launcher runs on the upgraded cluster');
-ok($new->poll_query_until('postgres', 'SELECT last_purge_at IS NOT NULL FROM idem_stats'),
-	'and purges');
+	my $fp100 = q{idem_fingerprint('{"amount": 100}')};
+	is( $new->safe_psql('postgres', "SELECT status, response FROM idem_claim('u-completed', $fp100)"),
+		'completed|{"note": "naïve ☃", "charge": "ch_1"}',
+		'a completed key replays its response');
+	is($new->safe_psql('postgres', q{SELECT status FROM idem_claim('u-completed', '\x00')}),
+		'mismatch', 'its fingerprint still tells another request apart');
+	is( $new->safe_psql('postgres',
+			q{SELECT status, response FROM idem_claim('u-failed', '\x0102', scope => 'merchant-7')}),
+		'failed|{"error": "card_declined"}',
+		'a failed key replays its error');
+	is($new->safe_psql('postgres', "SELECT idem_payment_key('m-7', 'order-42', 100.50, 'EUR', '2026-01-02')"),
+		$payment_key, 'the payment key derives the same');
+	is( $new->safe_psql(
+			'postgres',
+			"SELECT status, response FROM idem_claim(idem_payment_key('m-7', 'order-42', 100.50, 'EUR', '2026-01-02'), scope => 'm-7')"
+		),
+		'completed|{"charge": "ch_pk"}',
+		'and replays its charge');
+	is($new->safe_psql('postgres', q{SELECT status, attempt FROM idem_claim('u-processing', '\x03')}),
+		'in_progress|1', 'the lease of the attempt in flight is honoured');
+	is( $new->safe_psql(
+			'postgres',
+			"SELECT sqlstate_of(\$\$SELECT idem_complete('u-attempt2', '{}', token => $stale_token)\$\$)"),
+		'ID001', 'a token of an earlier attempt is still stale');
+	$new->safe_psql('postgres',
+		"SELECT idem_complete('u-processing', '{\"charge\": \"ch_2\"}', token => $processing_token)");
+	is($new->safe_psql('postgres', q{SELECT status, response FROM idem_claim('u-processing', '\x03')}),
+		'completed|{"charge": "ch_2"}', 'its worker completes it by its token after the upgrade');
+	is($new->safe_psql('postgres', q{SELECT status, attempt FROM idem_claim('u-released')}),
+		'claimed|2', 'a released key is claimed at once, as attempt 2');
+	cmp_ok($new->safe_psql('postgres', "SELECT token FROM idem_claim('u-new')"),
+		'>', $max_token, 'a new claim gets a token above every one from before');
+	is( $new->safe_psql(
+			'postgres',
+			q{SET ROLE app_role;
+			  SELECT c.status FROM idem_claim('u-app') c, LATERAL (SELECT idem_complete('u-app', '{}')) x;
+			  SELECT status FROM idem_claim('u-app');}
+		),
+		"claimed\ncompleted", 'the application role claims and completes');
+	is( $new->safe_psql('postgres',
+			"SELECT idem_webhook('stripe', 'evt_1'), idem_webhook('queue-ü', 'msg-√2'), idem_webhook('stripe', 'evt_3')"),
+		'f|f|t', 'recorded webhooks are duplicates; a new one is new');
 
-ok(!$new->log_contains('PANIC|TRAP:'), 'no PANIC or assertion failure');
-$new->stop;
+	# And the purge worker runs again, now that the server runs normally
+	ok( $new->poll_query_until(
+			'postgres',
+			"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'idem purge launcher'"),
+		'the purge launcher runs on the upgraded cluster');
+	ok($new->poll_query_until('postgres', 'SELECT last_purge_at IS NOT NULL FROM idem_stats'),
+		'and purges');
+
+	ok(!$new->log_contains('PANIC|TRAP:'), 'no PANIC or assertion failure');
+	return;
+}
+
+check_upgraded($new, $route);
+check_upgraded($direct_new, $direct_route) if $direct;
 done_testing();
