@@ -21,11 +21,12 @@
 #   17-cassert   trixie's source package of 17, built in the trixie chroot
 #                with --enable-cassert --enable-debug --enable-tap-tests
 #
-# On 17 and 18, Citus too (Citus needs 16 or later; it is not in Debian):
+# In the chroots of packaged servers, Citus too (it is not in Debian):
 # built from CITUS_SRC (a source tree, or a tarball of one), or else from
 # the tarball in ../shared/vendor beside the checkout, against the packaged
-# server in the chroot, and kept there in /opt/idem-citus/pgNN.  Without a
-# source the Citus test skips.
+# server in the chroot, and kept there in /opt/idem-citus/pgNN, for the
+# majors that source's configure accepts (16 to 18 for the vendored one).
+# Elsewhere the Citus test skips, and says why (IDEM_CITUS_SKIP).
 #
 # The programs of 15-asan run with the sanitizers' settings of
 # sanitizer_env: leaks are not reported (a server keeps its memory until it
@@ -434,6 +435,43 @@ citus_source() {
 	[ -n "$f" ] && realpath "$f"
 }
 
+# The PostgreSQL majors that Citus source $1 builds for, one a line: those
+# its configure accepts ("Citus is not compatible with the detected
+# PostgreSQL version" for the others)
+citus_majors() {
+	local src=$1 conf
+	if [ -d "$src" ]; then
+		conf=$(cat "$src/configure")
+	else
+		conf=$(tar -xzf "$src" -O "$(tar -tzf "$src" | awk -F/ 'NF == 2 && $2 == "configure" { print; exit }')")
+	fi 2>/dev/null
+	grep -E '^ *(el)?if test "\$version_num" != ' <<<"$conf" | grep -oE "'[0-9]+'" | tr -d "'"
+}
+
+# Does flavour $1 get Citus?  True for a packaged server in a chroot that
+# the Citus source builds for; else false, and prints why not.
+citus_for() {
+	local flavour=$1 src majors
+	case "$flavour" in
+		*-cassert|*-asan) echo "Citus is built for Debian's servers only, not for this one built from source"; return 1 ;;
+	esac
+	if ! in_chroot "$flavour"; then
+		echo "Citus is built in the chroots only, not for the host's $flavour"
+		return 1
+	fi
+	src=$(citus_source) || { echo "Citus source not found (set CITUS_SRC)"; return 1; }
+	majors=$(citus_majors "$src" | paste -sd ' ')
+	[ -n "$majors" ] || { echo "no PostgreSQL versions found in the configure of $(basename "$src")"; return 1; }
+	case " $majors " in
+		*" $(major_of "$flavour") "*) return 0 ;;
+	esac
+	majors=${majors// /, }
+	case "$majors" in *", "*) majors="${majors%, *} and ${majors##*, }" ;; esac
+	echo "the Citus of $(basename "$src") supports PostgreSQL $majors only:" \
+		"its configure refuses $(major_of "$flavour"), which needs a newer Citus"
+	return 1
+}
+
 # Where flavour $1's Citus is installed, as seen in its chroot
 citus_dir() {
 	echo "/opt/idem-citus/pg$(major_of "$1")"
@@ -443,7 +481,7 @@ citus_dir() {
 # Kerberos for libpq's headers)
 CITUS_DEPS=(libicu-dev liblz4-dev libzstd-dev libcurl4-openssl-dev libkrb5-dev)
 
-# Make Citus for flavour $1 (17 or 18) from source $2, if not cached with
+# Make Citus for flavour $1 (citus_for) from source $2, if not cached with
 # that source's checksum: configure and make inside the chroot, against its
 # packaged server, installed with DESTDIR into citus_dir (its usr/lib and
 # usr/share hold the module and the extension's files).
@@ -521,16 +559,13 @@ prepare_server() {
 	esac
 }
 
-# Make flavour $1's server, and Citus for it on 17 and 18.
+# Make flavour $1's server, and Citus for it where it has Citus (citus_for).
 prepare() {
 	local src
 	prepare_server "$1" || exit 1
-	case "$1" in
-		17|18)
-			src=$(citus_source) || return 0
-			make_citus "$1" "$src" || exit 1
-			;;
-	esac
+	citus_for "$1" >/dev/null || return 0
+	src=$(citus_source) || return 0
+	make_citus "$1" "$src" || exit 1
 }
 
 # Run $2... for flavour $1, with PG_CONFIG and IDEM_PG_MAJOR set for it.
@@ -545,17 +580,17 @@ run() {
 	in_chroot "$flavour" && root=$(chroot_dir "$flavour")
 	sanitizer_env "$flavour" "$root" || exit 1
 	if [ -n "$root" ]; then
-		# Citus, if it was made for this flavour (prepare)
-		local citus=""
-		case "$flavour" in
-			17|18) [ -f "$root$(citus_dir "$flavour")/.idem-ready" ] && citus=$(citus_dir "$flavour") ;;
-		esac
+		# Citus, if it was made for this flavour (prepare), or why not
+		local citus="" why
+		if why=$(citus_for "$flavour"); then
+			[ -f "$root$(citus_dir "$flavour")/.idem-ready" ] && citus=$(citus_dir "$flavour")
+		fi
 		# the application runtimes are the host's only (test/deps.sh)
-		chroot_exec "$root" env PG_CONFIG="$pgc" IDEM_APP_DEPS=0 IDEM_CITUS="$citus" \
+		chroot_exec "$root" env PG_CONFIG="$pgc" IDEM_APP_DEPS=0 IDEM_CITUS="$citus" IDEM_CITUS_SKIP="$why" \
 			IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" "${sanitizers[@]}" "$@"
 	else
 		env PG_CONFIG="$pgc" IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" \
-			"${sanitizers[@]}" "$@"
+			IDEM_CITUS_SKIP="$(citus_for "$flavour")" "${sanitizers[@]}" "$@"
 	fi
 }
 
