@@ -119,10 +119,15 @@ make_path($tree);
 system_or_bail("tar -C '$src' --exclude=./.git --exclude=./tmp_check -cf - . | tar -C '$tree' -xf -");
 
 # A developer's environment: assertions and warnings-as-errors asked for.
-# The package must be the release build all the same.
+# The package must be the release build all the same.  pg_buildext builds
+# for the versions of debian/pgversions that postgresql-common supports:
+# by default the release's own server only (18 on sid, also where 19 comes
+# from experimental), so the version this test runs on is named, as
+# doc/install.md says to.
 {
 	local $ENV{IDEM_ASSERT} = 1;
 	local $ENV{CI}          = 1;
+	local $ENV{PG_SUPPORTED_VERSIONS} = $major;
 	local $ENV{DEB_BUILD_OPTIONS} = 'noautodbgsym';
 	my $build_log = "$PostgreSQL::Test::Utils::log_path/115_dpkg_buildpackage.log";
 	note("dpkg-buildpackage writes to $build_log");
