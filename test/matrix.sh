@@ -2,9 +2,8 @@
 # make test-matrix (and make test PG=...): the whole suite of test/run.sh on
 # each server of test/servers.sh, one after the other:
 #
-#   test/matrix.sh                 every flavour: 15 17 18 15-asan 17-cassert
+#   test/matrix.sh                 every flavour: 15 17 18 19 15-asan 17-cassert
 #   test/matrix.sh 17 15-asan      those only
-#   test/matrix.sh 19              19, which is not among every flavour yet
 #
 # 15-asan, PostgreSQL 15 built with assertions, ASan and UBSan, is also the
 # assert build of 15: 15-cassert names it, and it runs once, on the line

@@ -9,8 +9,7 @@
 #                of its own: experimental is added to its apt sources,
 #                pinned below sid (priority 1) but for the packages of
 #                PostgreSQL 19 (experimental_packages), which come from
-#                there; the rest is sid's.  Not in FLAVOURS yet: make test
-#                PG=19 runs it.
+#                there; the rest is sid's.
 #   15-asan      bookworm's source package of 15, built on the host with
 #                --enable-cassert --enable-debug --enable-tap-tests and
 #                gcc's AddressSanitizer and UndefinedBehaviorSanitizer
@@ -74,7 +73,7 @@ CHROOT_RECIPE=1
 BUILD_RECIPE=2
 CITUS_RECIPE=1
 KIT_RECIPE=1
-FLAVOURS=(15 17 18 15-asan 17-cassert)
+FLAVOURS=(15 17 18 19 15-asan 17-cassert)
 APT=(apt-get -o DPkg::Lock::Timeout=900 -o APT::Install-Recommends=false -y -qq)
 export DEBIAN_FRONTEND=noninteractive
 
