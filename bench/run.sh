@@ -31,14 +31,14 @@
 #                   <name>@baseline, in the same rounds; the report gives
 #                   each variant over its twin.  Both clusters share the
 #                   same CPUs, so a change shows against the same noise.
-#   PG=17 (or 18)   run on that server (test/servers.sh) instead of the host's
+#   PG=17 (18, 19)  run on that server (test/servers.sh) instead of the host's
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=test/lib.sh
 source test/lib.sh
 
-# make bench PG=17 (or 18): the same run on that server of test/servers.sh,
+# make bench PG=17 (18, 19): the same run on that server of test/servers.sh,
 # in its copy of the tree
 if [ -n "${PG:-}" ] && [ -z "${IDEM_FLAVOUR:-}" ]; then
 	idem_on_server "$PG" bench/run.sh
@@ -92,9 +92,11 @@ VARIANTS="
 claim_idem_sync      claim_idem.sql      on  claim
 claim_plpgsql_sync   claim_plpgsql.sql   on  claim
 claim_bare_sync      claim_bare.sql      on  claim
+claim_doselect_sync  claim_doselect.sql  on  claim
 claim_idem_async     claim_idem.sql      off claim
 claim_plpgsql_async  claim_plpgsql.sql   off claim
 claim_bare_async     claim_bare.sql      off claim
+claim_doselect_async claim_doselect.sql  off claim
 replay_idem          replay_idem.sql     off replay
 replay_plpgsql       replay_plpgsql.sql  off replay
 replay_select        replay_select.sql   off replay
@@ -105,6 +107,8 @@ receive_idem_list    receive_idem_list.sql off receive
 receive_app          receive_app.sql     off receive
 receive_app2         receive_app2.sql    off receive
 "
+# The server_version_num a script needs, where older servers cannot run it
+declare -A NEEDS=([claim_doselect.sql]=190000)
 
 log() { echo "bench: $*" >&2; }
 
@@ -203,12 +207,14 @@ load_cluster() {
 				PERFORM plpgsql_idem.plpgsql_complete(i::text, $RESP);
 			END LOOP;
 		END \$\$;"
-	$PSQL -d bench -c "
-		INSERT INTO bare.keys (scope, key, state, token, attempt, fingerprint,
-		                       response, created_at, completed_at, expires_at)
-		SELECT '', i::text, 'completed', nextval('bare.token_seq'), 1, $FP,
-		       $RESP, now(), now(), now() + interval '24 hours'
-		FROM generate_series(1, $KEYS) i;"
+	for t in bare doselect; do
+		$PSQL -d bench -c "
+			INSERT INTO $t.keys (scope, key, state, token, attempt, fingerprint,
+			                     response, created_at, completed_at, expires_at)
+			SELECT '', i::text, 'completed', nextval('$t.token_seq'), 1, $FP,
+			       $RESP, now(), now(), now() + interval '24 hours'
+			FROM generate_series(1, $KEYS) i;"
+	done
 	$PSQL -d bench -c "SELECT count(plpgsql_idem.plpgsql_webhook('stripe', i::text)) FROM generate_series(1, $KEYS) i;" >/dev/null
 	load_idem replay "
 		DO \$\$ BEGIN
@@ -263,6 +269,10 @@ ALL_VARIANTS=$(while read -r line; do
 	[ -z "$BASELINE" ] || echo "${line%% *}@baseline ${line#* }"
 done <<<"$VARIANTS")
 
+use_cluster main
+SERVER_NUM=$($PSQL -d bench -At -c "SHOW server_version_num")
+SERVER_VERSION=$($PSQL -d bench -At -c "SHOW server_version")
+
 declare -A SKIP=()
 ACTIVE=()
 while read -r name script sync group; do
@@ -271,7 +281,9 @@ while read -r name script sync group; do
 		continue
 	fi
 	use_cluster "$name"
-	if [[ $name == *idem* || $group == receive ]] && [ -n "${IDEM_MISSING[$group]:-}" ]; then
+	if [ "${NEEDS[$script]:-0}" -gt "$SERVER_NUM" ]; then
+		SKIP[$name]="needs PostgreSQL $((NEEDS[$script] / 10000)) or later, the server is ${SERVER_VERSION%% *}"
+	elif [[ $name == *idem* || $group == receive ]] && [ -n "${IDEM_MISSING[$group]:-}" ]; then
 		SKIP[$name]="loading its data failed: ${IDEM_MISSING[$group]}"
 	elif ! run_variant "$script" "$sync" -c 1 -j 1 -t 1; then
 		SKIP[$name]=$(grep -m1 -E 'ERROR|error' "$BENCH_DIR/last.out" | sed 's/.*ERROR: *//' || true)
@@ -378,6 +390,7 @@ for c in "${CLUSTERS[@]}"; do
 			SELECT 'idem' AS variant, state FROM idem.keys
 			UNION ALL SELECT 'plpgsql', state FROM plpgsql_idem.keys
 			UNION ALL SELECT 'bare', state FROM bare.keys
+			UNION ALL SELECT 'doselect', state FROM doselect.keys
 			UNION ALL SELECT 'webhook_idem', 'completed' FROM idem.webhooks WHERE source = 'stripe'
 			UNION ALL SELECT 'receive_idem', 'completed' FROM idem.webhooks WHERE source = 'recv'
 			UNION ALL SELECT 'receive_idem_list', 'completed' FROM idem.webhooks WHERE source = 'recv_list'
@@ -511,8 +524,10 @@ noise_note() {
 	done <<-EOF
 		claim_idem_async claim_plpgsql_async
 		claim_idem_async claim_bare_async
+		claim_idem_async claim_doselect_async
 		claim_idem_sync claim_plpgsql_sync
 		claim_idem_sync claim_bare_sync
+		claim_idem_sync claim_doselect_sync
 		replay_idem replay_plpgsql
 		replay_idem replay_select
 		webhook_idem webhook_plpgsql

@@ -1,7 +1,8 @@
 -- setup.sql: the benchmark database's own tables (bench/run.sh installs it).
 --
 -- bench.ledger is the business write every variant makes; bare.keys is the
--- table of the bare-SQL variant, shaped like idem.keys so that the three
+-- table of the bare-SQL variant, and doselect.keys that of the ON CONFLICT
+-- DO SELECT one (PostgreSQL 19), both shaped like idem.keys so that the
 -- variants write the same rows.
 
 CREATE EXTENSION idem;
@@ -40,3 +41,10 @@ CREATE TABLE bare.keys (
     PRIMARY KEY (scope, key)
 ) WITH (fillfactor = 80);
 CREATE INDEX ON bare.keys (expires_at);
+
+-- As bare.keys, for bench/scripts/claim_doselect.sql
+CREATE SCHEMA doselect;
+
+CREATE SEQUENCE doselect.token_seq AS bigint;
+
+CREATE TABLE doselect.keys (LIKE bare.keys INCLUDING ALL) WITH (fillfactor = 80);
