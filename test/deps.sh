@@ -186,15 +186,20 @@ leave_out_unpackaged() {
 	missing=("${kept[@]}")
 }
 
+# Nothing (left) to install: check the user, and stop here
+stop_if_nothing_missing() {
+	if [ ${#missing[@]} = 0 ]; then
+		check_user
+		exit 0
+	fi
+}
+
 # with apt's lists there already, no update for what they do not have
 if command -v apt-cache >/dev/null 2>&1 && compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
 	leave_out_unpackaged
 fi
 
-if [ ${#missing[@]} = 0 ]; then
-	check_user
-	exit 0
-fi
+stop_if_nothing_missing
 
 install_line="apt-get install -y --no-install-recommends ${missing[*]}"
 echo "Installing what is missing: ${missing[*]}" >&2
@@ -228,10 +233,7 @@ if ! "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 update -qq; then
 	exit 1
 fi
 leave_out_unpackaged
-if [ ${#missing[@]} = 0 ]; then
-	check_user
-	exit 0
-fi
+stop_if_nothing_missing
 if ! "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
 	echo "" >&2
 	echo "Could not install: ${missing[*]}." >&2
