@@ -168,22 +168,26 @@ check_user() {
 }
 
 # A server newer than the release (19 on sid, from experimental) may have
-# no package yet of an extension the tests use: leave out of missing those
-# of the server's major that apt's lists do not have (their tests skip).
-leave_out_unpackaged() {
-	local pkg kept=()
+# no package yet of an extension the tests use: print into kept what of
+# missing apt's lists have, leaving out the packages of the server's major
+# that they lack (their tests skip; with "say", each is named).
+unpackaged_left_out() {
+	local say=$1 pkg policy
+	kept=()
 	for pkg in "${missing[@]}"; do
 		case "$pkg" in
 			"postgresql-$PG_MAJOR-"*)
-				if ! apt-cache policy "$pkg" 2>/dev/null | grep -q 'Candidate: [^(]'; then
-					skip "$pkg" "the apt sources have no package of it for PostgreSQL $PG_MAJOR (its tests skip)"
+				# (read whole: under pipefail, grep -q ending first fails
+				# the pipe when apt-cache is still writing)
+				policy=$(apt-cache policy "$pkg" 2>/dev/null)
+				if [[ "$policy" != *"Candidate: "[!\(]* ]]; then
+					[ "$say" = say ] && skip "$pkg" "the apt sources have no package of it for PostgreSQL $PG_MAJOR (its tests skip)"
 					continue
 				fi
 				;;
 		esac
 		kept+=("$pkg")
 	done
-	missing=("${kept[@]}")
 }
 
 # Nothing (left) to install: check the user, and stop here
@@ -194,9 +198,16 @@ stop_if_nothing_missing() {
 	fi
 }
 
-# with apt's lists there already, no update for what they do not have
+# With apt's lists there already, no update when all that is missing is
+# what they do not have.  Lists from before an update may lack what it
+# brings, so nothing is left out on their word: the check after the
+# update decides.
 if command -v apt-cache >/dev/null 2>&1 && compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
-	leave_out_unpackaged
+	unpackaged_left_out quiet
+	if [ ${#kept[@]} = 0 ]; then
+		unpackaged_left_out say
+		missing=()
+	fi
 fi
 
 stop_if_nothing_missing
@@ -232,7 +243,8 @@ if ! "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 update -qq; then
 	echo "apt-get update failed." >&2
 	exit 1
 fi
-leave_out_unpackaged
+unpackaged_left_out say
+missing=("${kept[@]}")
 stop_if_nothing_missing
 if ! "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
 	echo "" >&2
