@@ -1,0 +1,1000 @@
+-- Webhooks: idem_webhook (the record of a delivery), idem_webhook_verify
+-- (the signature schemes that HMAC-SHA256 can check), the webhook sources
+-- (idem_webhook_source_set, idem_webhook_source_drop, idem_webhook_sources),
+-- idem_webhook_receive, and idem_wechatpay_decrypt.
+--
+-- As in the C edition (src/webhook/), what the request holds (headers,
+-- payload) never raises an error: anything missing, malformed, forged or
+-- stale is false (or "rejected").  Only what the application configures
+-- (scheme, secret, tolerance, ttl) raises errors, before the request is read.
+--
+-- The schemes whose signatures are RSA (alipay, unionpay, wechatpay) or
+-- Ed25519 (standard/svix "whpk_" keys), and AES-GCM decryption, need
+-- cryptography that pgcrypto does not have: they raise feature_not_supported
+-- (0A000) naming the C edition, where the C edition would check the secret.
+--
+-- HMACs are compared as HMACs of themselves under a random key drawn for the
+-- call (double HMAC): PL/pgSQL has no constant-time comparison, and the bytes
+-- whose equality it tests in varying time are then unknown to the sender.
+--
+-- Internals are idem.wh_*.
+
+-- The webhook-specific argument check: a source (may be empty) or event id
+-- (not empty), not NULL, at most 255 bytes, with the C edition's errors.
+CREATE OR REPLACE FUNCTION idem.wh_check_text(v text, what text, may_be_empty boolean)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF v IS NULL THEN
+        IF may_be_empty THEN
+            RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+                MESSAGE = format('%s must not be null', what),
+                HINT = format('Use the empty string for the default %s.', what);
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = format('%s must not be null', what);
+    END IF;
+    IF v = '' AND NOT may_be_empty THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('%s must not be empty', what);
+    END IF;
+    IF octet_length(v) > 255 THEN
+        RAISE EXCEPTION USING ERRCODE = 'string_data_right_truncation',
+            MESSAGE = format('%s is too long', what),
+            DETAIL = format('It is %s bytes; the limit is 255.', octet_length(v));
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_check_text(text, text, boolean) FROM PUBLIC;
+
+-- Refuse a write where the C edition's idem_check_writable does: a
+-- read-only transaction, a standby (what: the function's name with "()").
+CREATE OR REPLACE FUNCTION idem.wh_check_writable(what text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF pg_is_in_recovery() THEN
+        RAISE EXCEPTION USING ERRCODE = 'read_only_sql_transaction',
+            MESSAGE = format('cannot execute %s during recovery', what);
+    END IF;
+    IF current_setting('transaction_read_only') = 'on' THEN
+        RAISE EXCEPTION USING ERRCODE = 'read_only_sql_transaction',
+            MESSAGE = format('cannot execute %s in a read-only transaction', what);
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_check_writable(text) FROM PUBLIC;
+
+-- An interval's months, days and time parts, in seconds, a month counting
+-- as 30 days (as the C edition measures a tolerance).
+CREATE OR REPLACE FUNCTION idem.wh_interval_secs(iv interval)
+RETURNS numeric
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT (extract(year FROM iv) * 12 + extract(month FROM iv)) * 30 * 86400
+           + extract(day FROM iv) * 86400
+           + extract(epoch FROM iv - date_trunc('day', iv))
+$$;
+REVOKE ALL ON FUNCTION idem.wh_interval_secs(interval) FROM PUBLIC;
+
+-- A tolerance in seconds (NULL: no time check); negative is an error,
+-- whose hint says NULL skips the check when null_skips.
+CREATE OR REPLACE FUNCTION idem.wh_tolerance(tolerance interval, null_skips boolean)
+RETURNS numeric
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    secs numeric := idem.wh_interval_secs(tolerance);
+BEGIN
+    IF secs < 0 THEN
+        IF null_skips THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+                MESSAGE = 'tolerance must not be negative',
+                HINT = 'Use NULL to skip the timestamp check.';
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'tolerance must not be negative';
+    END IF;
+    RETURN secs;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_tolerance(interval, boolean) FROM PUBLIC;
+
+-- idem.webhook_ttl as an interval: the setting (a bare number is seconds,
+-- as the C edition's GUC reads it), 7 days when unset.
+CREATE OR REPLACE FUNCTION idem.wh_default_ttl()
+RETURNS interval
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN s IS NULL OR btrim(s) = '' THEN interval '7 days'
+        WHEN s ~ '^\s*\d+\s*$' THEN make_interval(secs => btrim(s)::double precision)
+        ELSE s::interval
+    END
+    FROM current_setting('idem.webhook_ttl', true) s
+$$;
+REVOKE ALL ON FUNCTION idem.wh_default_ttl() FROM PUBLIC;
+
+-- A ttl argument checked as the C edition's idem_arg_interval checks it
+-- (positive, ending before the end of time); NULL gives idem.webhook_ttl.
+CREATE OR REPLACE FUNCTION idem.wh_ttl(ttl interval)
+RETURNS interval
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    now_ts timestamptz := clock_timestamp();
+    months numeric;
+    days numeric;
+    secs numeric;
+    cal timestamptz;
+    ends timestamptz;
+BEGIN
+    IF ttl IS NULL THEN
+        RETURN idem.wh_default_ttl();
+    END IF;
+    months := extract(year FROM ttl) * 12 + extract(month FROM ttl);
+    days := extract(day FROM ttl);
+    secs := extract(epoch FROM ttl - date_trunc('day', ttl));
+    IF months <= 0 AND days <= 0 AND secs <= 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'ttl must be positive';
+    END IF;
+    BEGIN
+        cal := now_ts + date_trunc('day', ttl);
+        ends := cal + (ttl - date_trunc('day', ttl));
+        IF NOT isfinite(ends) THEN
+            RAISE EXCEPTION USING ERRCODE = 'datetime_field_overflow';
+        END IF;
+    EXCEPTION WHEN datetime_field_overflow OR numeric_value_out_of_range THEN
+        IF secs > 0 OR months > 0 OR days > 0 THEN
+            RAISE EXCEPTION USING ERRCODE = 'datetime_field_overflow',
+                MESSAGE = 'ttl is too long',
+                DETAIL = 'Added to the current time, it ends after the last timestamp, 294276-12-31 23:59:59.999999 UTC.';
+        END IF;
+        ends := '-infinity';
+    END;
+    IF ends <= now_ts THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'ttl must be positive';
+    END IF;
+    RETURN ttl;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_ttl(interval) FROM PUBLIC;
+
+-- Record a delivery of (source, event_id), kept for ttl (checked): true the
+-- first time, false for a duplicate.  A live record read is a duplicate at
+-- once, without a lock; otherwise the insert waits for an uncommitted
+-- record of the same delivery and answers from how its transaction ended.
+-- An expired record is a delivery seen too long ago: renewed in place.
+CREATE OR REPLACE FUNCTION idem.wh_record(source text, event_id text, ttl interval)
+RETURNS boolean
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH live AS (
+        SELECT FROM idem.webhooks w
+        WHERE w.event_id = $2 AND w.source = $1 AND w.expires_at > clock_timestamp()),
+    ins AS (
+        INSERT INTO idem.webhooks AS w (source, event_id, received_at, expires_at)
+        SELECT $1, $2, clock_timestamp(), clock_timestamp() + $3
+        WHERE NOT EXISTS (SELECT FROM live)
+        ON CONFLICT (event_id, source) DO UPDATE
+            SET received_at = clock_timestamp(), expires_at = clock_timestamp() + $3
+            WHERE w.expires_at <= clock_timestamp()
+        RETURNING 1)
+    SELECT EXISTS (SELECT FROM ins)
+$$;
+REVOKE ALL ON FUNCTION idem.wh_record(text, text, interval) FROM PUBLIC;
+
+-- idem_webhook(source, event_id, ttl): true the first time (source,
+-- event_id) is seen, in the caller's transaction; false for a duplicate.
+CREATE OR REPLACE FUNCTION idem_webhook(source text, event_id text, ttl interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+BEGIN
+    PERFORM idem.wh_check_text(source, 'source', true);
+    PERFORM idem.wh_check_text(event_id, 'event_id', false);
+    ttl := idem.wh_ttl(ttl);
+    PERFORM idem.wh_check_writable('idem_webhook()');
+    RETURN idem.wh_record(source, event_id, ttl);
+END
+$$;
+REVOKE ALL ON FUNCTION idem_webhook(text, text, interval) FROM PUBLIC;
+
+--
+-- The wire format: headers, lists, codecs, timestamps, JSON
+--
+
+-- The value of a header found by case-insensitive name (A-Z folded only):
+-- NULL if headers is no object, the name is missing, present twice in
+-- different cases, or its value is not a JSON string.  Taken as it is.
+CREATE OR REPLACE FUNCTION idem.wh_header(headers jsonb, name text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN count(*) = 1 AND min(jsonb_typeof(h.value)) = 'string'
+                THEN min(h.value #>> '{}') END
+    FROM jsonb_each(CASE WHEN jsonb_typeof(headers) = 'object' THEN headers END) h
+    WHERE translate(h.key, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
+          = translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
+$$;
+REVOKE ALL ON FUNCTION idem.wh_header(jsonb, text) FROM PUBLIC;
+
+-- The elements of a sep-separated list, each split at its first pair_sep
+-- into name and value, all trimmed of spaces and tabs, in order; an
+-- element without pair_sep is left out.
+CREATE OR REPLACE FUNCTION idem.wh_pairs(list text, sep text, pair_sep text)
+RETURNS TABLE (name text, value text)
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT btrim(left(e, strpos(e, pair_sep) - 1), E' \t'),
+           btrim(substr(e, strpos(e, pair_sep) + 1), E' \t')
+    FROM unnest(string_to_array(list, sep)) WITH ORDINALITY AS u(e, n)
+    WHERE strpos(e, pair_sep) > 0
+    ORDER BY n
+$$;
+REVOKE ALL ON FUNCTION idem.wh_pairs(text, text, text) FROM PUBLIC;
+
+-- The bytes s spells in a form, or NULL if it is not exactly that:
+-- 'hex-mac' is 64 hex digits (either case); 'base64' canonical padded
+-- standard base64 (not empty, a length a multiple of 4, "=" only as the
+-- padding, no stray low bits before it); 'base64-mac' that of 32 bytes.
+CREATE OR REPLACE FUNCTION idem.wh_decode(s text, form text)
+RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN form = 'hex-mac' AND s ~ '^[0-9a-fA-F]{64}$' THEN decode(s, 'hex')
+        WHEN form = 'base64-mac' AND s ~ '^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$' THEN decode(s, 'base64')
+        WHEN form = 'base64' AND s ~ '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)$'
+            THEN decode(s, 'base64')
+    END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_decode(text, text) FROM PUBLIC;
+
+-- Unix seconds written as plain decimal digits, up to 9999-12-31 23:59:59
+-- UTC, or NULL
+CREATE OR REPLACE FUNCTION idem.wh_unix_secs(s text)
+RETURNS numeric
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN s ~ '^[0-9]+$' AND length(ltrim(s, '0')) <= 12
+                     AND s::numeric <= 253402300799 THEN s::numeric END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_unix_secs(text) FROM PUBLIC;
+
+-- Is a unix time within tol seconds of the wall clock, either way?  NULL
+-- tol: no check.
+CREATE OR REPLACE FUNCTION idem.wh_fresh(secs numeric, tol numeric)
+RETURNS boolean
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT tol IS NULL OR abs(extract(epoch FROM clock_timestamp()) - secs) <= tol
+$$;
+REVOKE ALL ON FUNCTION idem.wh_fresh(numeric, numeric) FROM PUBLIC;
+
+-- The bytes of a text in the database encoding, as the C edition signs them
+CREATE OR REPLACE FUNCTION idem.wh_bytes(t text)
+RETURNS bytea
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT convert_to(t, getdatabaseencoding())
+$$;
+REVOKE ALL ON FUNCTION idem.wh_bytes(text) FROM PUBLIC;
+
+-- A random key for the comparisons of one call (built-in strong random:
+-- gen_random_uuid, 244 random bits)
+CREATE OR REPLACE FUNCTION idem.wh_compare_key()
+RETURNS bytea
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
+$$;
+REVOKE ALL ON FUNCTION idem.wh_compare_key() FROM PUBLIC;
+
+-- Does any of the given MACs equal expected?  Each is compared as its HMAC
+-- under a random key against expected's (double HMAC): the comparison's
+-- time depends on bytes the sender cannot predict, not on the MAC.
+CREATE OR REPLACE FUNCTION idem.wh_mac_match(expected bytea, given bytea[])
+RETURNS boolean
+LANGUAGE sql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(bool_or(idem.hmac_sha256(g, k.r) = idem.hmac_sha256(expected, k.r)), false)
+    FROM (SELECT idem.wh_compare_key() AS r) k, unnest(given) g
+    WHERE g IS NOT NULL AND expected IS NOT NULL
+$$;
+REVOKE ALL ON FUNCTION idem.wh_mac_match(bytea, bytea[]) FROM PUBLIC;
+
+-- Can the server's JSON parser read this text as the C edition lets it:
+-- nested at most 64 deep (counted outside strings, as a stack guard), and
+-- outside UTF-8 no \u escape beyond ASCII?
+CREATE OR REPLACE FUNCTION idem.wh_json_safe(p text)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    outside text;
+    deep boolean;
+BEGIN
+    IF getdatabaseencoding() <> 'UTF8'
+       AND p ~ '\\u(?!00[0-7][0-9A-Fa-f])' THEN
+        -- an escape beyond ASCII, unless every such "\u" is itself escaped
+        IF regexp_replace(p, '\\\\', '', 'g') ~ '\\u(?!00[0-7][0-9A-Fa-f])' THEN
+            RETURN false;
+        END IF;
+    END IF;
+    IF length(p) - length(translate(p, '{[', '')) <= 64 THEN
+        RETURN true;
+    END IF;
+    -- the brackets outside strings, in order
+    outside := regexp_replace(regexp_replace(p, '"(?:[^"\\]|\\[\s\S])*(?:"|\\?$)', '', 'g'),
+                              '[^][{}]', '', 'g');
+    SELECT coalesce(bool_or(d > 64), false) INTO deep
+    FROM (SELECT sum(CASE WHEN c IN ('{', '[') THEN 1 ELSE -1 END) OVER (ORDER BY n) AS d
+          FROM unnest(string_to_array(outside, NULL)) WITH ORDINALITY AS u(c, n)) s;
+    RETURN NOT deep;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_json_safe(text) FROM PUBLIC;
+
+-- The payload as json, or NULL if the C edition would not read it (see
+-- idem.wh_json_safe) or it is not well formed.
+CREATE OR REPLACE FUNCTION idem.wh_json(p text)
+RETURNS json
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p IS NULL OR NOT idem.wh_json_safe(p) THEN
+        RETURN NULL;
+    END IF;
+    RETURN p::json;
+EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_json(text) FROM PUBLIC;
+
+-- p with each \u0000 escape in a string written as \u000<n>; NULL if it
+-- has none.  The server decodes no \u0000 (text holds no NUL): a value
+-- read the same from the copies for n = 1 and n = 2 holds none.
+CREATE OR REPLACE FUNCTION idem.wh_json_nul_as(p text, n text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN r <> p THEN r END
+    FROM (SELECT regexp_replace(p, '(?<![^\\](?:\\\\)*\\)(?<!^(?:\\\\)*\\)\\u0000', '\\u000' || n, 'g') AS r) s
+$$;
+REVOKE ALL ON FUNCTION idem.wh_json_nul_as(text, text) FROM PUBLIC;
+
+-- The string member name of the root object of p, read once
+CREATE OR REPLACE FUNCTION idem.wh_json_member_once(p text, name text)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    j json := idem.wh_json(p);
+    n bigint;
+    v json;
+BEGIN
+    IF j IS NULL OR json_typeof(j) <> 'object' THEN
+        RETURN NULL;
+    END IF;
+    SELECT count(*), min(e.value::text)::json INTO n, v FROM json_each(j) e WHERE e.key = name;
+    IF n <> 1 OR json_typeof(v) <> 'string' THEN
+        RETURN NULL;
+    END IF;
+    RETURN v #>> '{}';
+EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_json_member_once(text, text) FROM PUBLIC;
+
+-- The string value of member name of the root object of the JSON text p:
+-- NULL, never an error, if p is not well formed, its root is not an
+-- object, or the member is absent, given twice, not a string or holds a NUL
+CREATE OR REPLACE FUNCTION idem.wh_json_member(p text, name text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(idem.wh_json_member_once(p, name),
+                    (SELECT a FROM (SELECT idem.wh_json_member_once(idem.wh_json_nul_as(p, '1'), name) AS a,
+                                           idem.wh_json_member_once(idem.wh_json_nul_as(p, '2'), name) AS b) s
+                     WHERE a = b))
+$$;
+REVOKE ALL ON FUNCTION idem.wh_json_member(text, text) FROM PUBLIC;
+
+--
+-- The schemes
+--
+
+-- The unknown-scheme and NULL-scheme errors; the scheme's name otherwise
+CREATE OR REPLACE FUNCTION idem.wh_scheme(scheme text)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF scheme IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+            MESSAGE = 'webhook signature scheme must not be null';
+    END IF;
+    IF scheme <> ALL (ARRAY['stripe', 'standard', 'svix', 'github', 'shopify', 'razorpay',
+                            'checkout', 'paddle', 'adyen', 'alipay', 'unionpay', 'wechatpay']) THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = format('unknown webhook signature scheme "%s"', scheme),
+            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "alipay", "unionpay", "wechatpay".';
+    END IF;
+    RETURN scheme;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_scheme(text) FROM PUBLIC;
+
+-- The error of what only the C edition can do
+CREATE OR REPLACE FUNCTION idem.wh_needs_c(what text, why text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
+        MESSAGE = format('%s needs idem''s C edition', what),
+        DETAIL = why,
+        HINT = 'idem_sql verifies the HMAC-SHA256 schemes only; install the extension idem where the server can load its library.';
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_needs_c(text, text) FROM PUBLIC;
+
+-- The HMAC key of a secret (not NULL, checked) of a known scheme, as its
+-- sender keys the HMAC; an error, before any request is read, for a
+-- secret that cannot be a key of the scheme or a scheme SQL cannot verify.
+CREATE OR REPLACE FUNCTION idem.wh_key(scheme text, secret text)
+RETURNS bytea
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    s text := secret;
+    is_pk boolean := false;
+    k bytea;
+BEGIN
+    IF secret IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'webhook secret must not be null';
+    END IF;
+    IF secret = '' THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'webhook secret must not be empty';
+    END IF;
+    CASE scheme
+    WHEN 'standard', 'svix' THEN
+        IF starts_with(s, 'whsec_') THEN
+            s := substr(s, 7);
+        ELSIF starts_with(s, 'whpk_') THEN
+            s := substr(s, 6);
+            is_pk := true;
+        END IF;
+        k := idem.wh_decode(s, 'base64');
+        IF k IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+                MESSAGE = 'webhook secret is not valid base64',
+                DETAIL = format('A secret of the "%s" scheme is "whsec_" followed by the standard base64 (with padding) of the key, or "whpk_" followed by that of an Ed25519 public key.', scheme),
+                HINT = 'Check for stray whitespace or a truncated secret.';
+        END IF;
+        IF is_pk THEN
+            IF length(k) <> 32 THEN
+                RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+                    MESSAGE = 'webhook public key is not an Ed25519 key',
+                    DETAIL = format('A "whpk_" secret of the "%s" scheme is the base64 of the 32 bytes of an Ed25519 public key; this one has %s.', scheme, length(k));
+            END IF;
+            PERFORM idem.wh_needs_c(format('scheme "%s" with a "whpk_" key', scheme),
+                                    'Its "v1a" signatures are Ed25519, which pgcrypto cannot verify.');
+        END IF;
+        RETURN k;
+    WHEN 'adyen' THEN
+        IF s !~ '^([0-9a-fA-F]{2})+$' THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+                MESSAGE = 'webhook secret is not a hexadecimal key',
+                DETAIL = 'An HMAC key of the "adyen" scheme is an even number of hexadecimal digits, as Adyen''s Customer Area shows it.',
+                HINT = 'Check for stray whitespace or a truncated key.';
+        END IF;
+        RETURN decode(s, 'hex');
+    WHEN 'alipay' THEN
+        PERFORM idem.wh_needs_c('scheme "alipay"', 'Alipay signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.');
+    WHEN 'unionpay' THEN
+        PERFORM idem.wh_needs_c('scheme "unionpay"', 'UnionPay signs its notifications with RSA (SHA256withRSA) by certificates checked against a chain, which pgcrypto cannot verify.');
+    WHEN 'wechatpay' THEN
+        PERFORM idem.wh_needs_c('scheme "wechatpay"', 'WeChat Pay signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.');
+    ELSE
+        -- stripe, paddle, github, shopify, razorpay, checkout: the text as given
+        RETURN idem.wh_bytes(secret);
+    END CASE;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_key(text, text) FROM PUBLIC;
+
+-- Does the request verify under key (from idem.wh_key) in the scheme?
+-- tol: seconds, NULL for no time check.  Never an error.
+CREATE OR REPLACE FUNCTION idem.wh_check(scheme text, key bytea, payload text, headers jsonb, tol numeric)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    h text;
+    hdr text;
+    sep text;
+    ts_name text;
+    mac_name text;
+    joiner text;
+    prefix text;
+    ts text;
+    nts bigint;
+    nmacs bigint;
+    secs numeric;
+    id text;
+    given bytea[];
+    f text[];
+BEGIN
+    IF payload IS NULL OR headers IS NULL THEN
+        RETURN false;
+    END IF;
+    CASE scheme
+    WHEN 'stripe', 'paddle' THEN
+        -- "t=<unix>,v1=<hex>..." over "<t>.<payload>"; Paddle: "ts=...;h1=..." over "<ts>:<payload>"
+        IF scheme = 'stripe' THEN
+            hdr := 'stripe-signature'; sep := ','; ts_name := 't'; mac_name := 'v1'; joiner := '.';
+        ELSE
+            hdr := 'paddle-signature'; sep := ';'; ts_name := 'ts'; mac_name := 'h1'; joiner := ':';
+        END IF;
+        h := idem.wh_header(headers, hdr);
+        IF h IS NULL THEN
+            RETURN false;
+        END IF;
+        SELECT count(*) FILTER (WHERE p.name = ts_name), min(p.value) FILTER (WHERE p.name = ts_name),
+               count(*) FILTER (WHERE p.name = mac_name),
+               array_agg(idem.wh_decode(p.value, 'hex-mac')) FILTER (WHERE p.name = mac_name)
+          INTO nts, ts, nmacs, given
+          FROM idem.wh_pairs(h, sep, '=') p;
+        secs := idem.wh_unix_secs(ts);
+        IF nts <> 1 OR nmacs = 0 OR secs IS NULL OR NOT idem.wh_fresh(secs, tol) THEN
+            RETURN false;
+        END IF;
+        RETURN idem.wh_mac_match(
+            idem.hmac_sha256(idem.wh_bytes(ts || joiner) || idem.wh_bytes(payload), key), given);
+    WHEN 'standard', 'svix' THEN
+        -- <p>-id, <p>-timestamp, <p>-signature: "v1,<base64>" ... over "<id>.<ts>.<payload>"
+        hdr := CASE scheme WHEN 'standard' THEN 'webhook' ELSE 'svix' END;
+        id := idem.wh_header(headers, hdr || '-id');
+        ts := idem.wh_header(headers, hdr || '-timestamp');
+        h := idem.wh_header(headers, hdr || '-signature');
+        IF id IS NULL OR id = '' OR ts IS NULL OR h IS NULL THEN
+            RETURN false;
+        END IF;
+        secs := idem.wh_unix_secs(ts);
+        IF secs IS NULL THEN
+            RETURN false;
+        END IF;
+        SELECT array_agg(idem.wh_decode(p.value, 'base64-mac')) INTO given
+          FROM idem.wh_pairs(h, ' ', ',') p WHERE p.name = 'v1';
+        IF given IS NULL OR NOT idem.wh_fresh(secs, tol) THEN
+            RETURN false;
+        END IF;
+        RETURN idem.wh_mac_match(
+            idem.hmac_sha256(idem.wh_bytes(id || '.' || ts || '.') || idem.wh_bytes(payload), key), given);
+    WHEN 'github', 'shopify', 'razorpay', 'checkout' THEN
+        -- one header: a fixed prefix, then the MAC of the body
+        hdr := CASE scheme WHEN 'github' THEN 'x-hub-signature-256' WHEN 'shopify' THEN 'x-shopify-hmac-sha256'
+                           WHEN 'razorpay' THEN 'x-razorpay-signature' ELSE 'cko-signature' END;
+        prefix := CASE scheme WHEN 'github' THEN 'sha256=' ELSE '' END;
+        h := idem.wh_header(headers, hdr);
+        IF h IS NULL OR NOT starts_with(h, prefix) THEN
+            RETURN false;
+        END IF;
+        h := substr(h, length(prefix) + 1);
+        given := ARRAY[CASE scheme WHEN 'shopify' THEN idem.wh_decode(h, 'base64-mac') ELSE idem.wh_decode(h, 'hex-mac') END];
+        IF given[1] IS NULL THEN
+            RETURN false;
+        END IF;
+        RETURN idem.wh_mac_match(idem.hmac_sha256(idem.wh_bytes(payload), key), given);
+    WHEN 'adyen' THEN
+        -- the notification item signs eight of its fields; headers unread
+        f := idem.wh_adyen_item(payload);
+        IF f IS NULL THEN
+            RETURN false;
+        END IF;
+        given := ARRAY[idem.wh_decode(f[9], 'base64-mac')];
+        IF given[1] IS NULL THEN
+            RETURN false;
+        END IF;
+        RETURN idem.wh_mac_match(
+            idem.hmac_sha256(idem.wh_bytes(array_to_string(f[1:8], ':', '')), key), given);
+    ELSE
+        RETURN false;
+    END CASE;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_check(text, bytea, text, jsonb, numeric) FROM PUBLIC;
+
+-- The fields of an Adyen notification item read once (see
+-- idem.wh_adyen_item): the eight signed fields' texts (NULL when absent or
+-- null) and the signature; NULL if the JSON is no item.
+CREATE OR REPLACE FUNCTION idem.wh_adyen_item_once(p text)
+RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    j json := idem.wh_json(p);
+    item json;
+    nroot bigint;
+    nwrap bigint;
+    wrap json;
+    top record;
+    sub record;
+    names text[] := ARRAY['pspReference', 'originalReference', 'merchantAccountCode', 'merchantReference',
+                          'amount.value', 'amount.currency', 'eventCode', 'success', 'additionalData.hmacSignature'];
+    vals text[] := array_fill(NULL::text, ARRAY[9]);
+    kinds text[] := array_fill(NULL::text, ARRAY[9]);
+    i int;
+BEGIN
+    IF j IS NULL OR json_typeof(j) <> 'object' THEN
+        RETURN NULL;
+    END IF;
+    SELECT count(*), count(*) FILTER (WHERE e.key = 'NotificationRequestItem'),
+           min(e.value::text) FILTER (WHERE e.key = 'NotificationRequestItem')
+      INTO nroot, nwrap, wrap
+      FROM json_each(j) e;
+    IF nwrap = 0 THEN
+        item := j;
+    ELSIF nwrap = 1 AND nroot = 1 AND json_typeof(wrap) = 'object' THEN
+        item := wrap;
+    ELSE
+        RETURN NULL;
+    END IF;
+    FOR top IN SELECT e.key, e.value, json_typeof(e.value) AS kind FROM json_each(item) e LOOP
+        IF top.key IN ('amount', 'additionalData') THEN
+            -- each at most once, an object or null
+            IF top.key = ANY (kinds) OR top.kind NOT IN ('object', 'null') THEN
+                RETURN NULL;
+            END IF;
+            kinds := kinds || top.key;
+            IF top.kind = 'object' THEN
+                FOR sub IN SELECT s.key, s.value, json_typeof(s.value) AS kind FROM json_each(top.value) s LOOP
+                    i := array_position(names, top.key || '.' || sub.key);
+                    CONTINUE WHEN i IS NULL;
+                    IF kinds[i] IS NOT NULL THEN
+                        RETURN NULL;
+                    END IF;
+                    kinds[i] := sub.kind;
+                    vals[i] := CASE WHEN sub.kind IN ('object', 'array') THEN NULL ELSE sub.value #>> '{}' END;
+                END LOOP;
+            END IF;
+        ELSE
+            i := array_position(names, top.key);
+            CONTINUE WHEN i IS NULL;
+            IF kinds[i] IS NOT NULL THEN
+                RETURN NULL;
+            END IF;
+            kinds[i] := top.kind;
+            vals[i] := CASE WHEN top.kind IN ('object', 'array') THEN NULL ELSE top.value #>> '{}' END;
+        END IF;
+    END LOOP;
+    -- the signed fields scalars or null; the signature a string
+    IF 'object' = ANY (kinds[1:8]) OR 'array' = ANY (kinds[1:8])
+       OR kinds[9] IS DISTINCT FROM 'string' THEN
+        RETURN NULL;
+    END IF;
+    RETURN vals;
+EXCEPTION WHEN OTHERS THEN
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_adyen_item_once(text) FROM PUBLIC;
+
+-- The fields of an Adyen notification item (the root object, or the only
+-- member NotificationRequestItem of the root): every field at most once,
+-- the signed ones scalars or null, amount and additionalData objects or
+-- null, the signature a string; a number's or boolean's text as written.
+-- A \u0000 in the payload is read around, as the C edition does.
+CREATE OR REPLACE FUNCTION idem.wh_adyen_item(p text)
+RETURNS text[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(idem.wh_adyen_item_once(p),
+                    (SELECT a FROM (SELECT idem.wh_adyen_item_once(idem.wh_json_nul_as(p, '1')) AS a,
+                                           idem.wh_adyen_item_once(idem.wh_json_nul_as(p, '2')) AS b) s
+                     WHERE a = b))
+$$;
+REVOKE ALL ON FUNCTION idem.wh_adyen_item(text) FROM PUBLIC;
+
+-- The event id of a verified request, where the scheme puts it; NULL if it
+-- is missing, empty or longer than 255 bytes
+CREATE OR REPLACE FUNCTION idem.wh_event_id(scheme text, payload text, headers jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    id text;
+    f text[];
+BEGIN
+    CASE scheme
+    WHEN 'stripe', 'checkout', 'wechatpay' THEN
+        id := idem.wh_json_member(payload, 'id');
+    WHEN 'paddle' THEN
+        id := idem.wh_json_member(payload, 'event_id');
+    WHEN 'standard' THEN
+        id := idem.wh_header(headers, 'webhook-id');
+    WHEN 'svix' THEN
+        id := idem.wh_header(headers, 'svix-id');
+    WHEN 'github' THEN
+        id := idem.wh_header(headers, 'X-GitHub-Delivery');
+    WHEN 'shopify' THEN
+        id := idem.wh_header(headers, 'X-Shopify-Webhook-Id');
+    WHEN 'razorpay' THEN
+        id := idem.wh_header(headers, 'X-Razorpay-Event-Id');
+    WHEN 'adyen' THEN
+        f := idem.wh_adyen_item(payload);
+        IF f[1] <> '' AND f[7] <> '' AND f[8] <> '' THEN
+            id := f[1] || ':' || f[7] || ':' || f[8];
+        END IF;
+    ELSE
+        id := NULL;
+    END CASE;
+    IF id = '' OR octet_length(id) > 255 THEN
+        RETURN NULL;
+    END IF;
+    RETURN id;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_event_id(text, text, jsonb) FROM PUBLIC;
+
+-- idem_webhook_verify(scheme, secret, payload, headers, tolerance): true
+-- when the headers carry a valid, fresh signature of payload under secret.
+-- Configuration errors first, before the request is read.
+CREATE OR REPLACE FUNCTION idem_webhook_verify(scheme text, secret text, payload text,
+                                               headers jsonb,
+                                               tolerance interval DEFAULT '5 minutes')
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+DECLARE
+    k bytea;
+    tol numeric;
+BEGIN
+    scheme := idem.wh_scheme(scheme);
+    IF secret IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'webhook secret must not be null';
+    END IF;
+    IF secret = '' THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'webhook secret must not be empty';
+    END IF;
+    IF tolerance IS NOT NULL THEN
+        tol := idem.wh_tolerance(tolerance, true);
+    END IF;
+    k := idem.wh_key(scheme, secret);
+    RETURN idem.wh_check(scheme, k, payload, headers, tol);
+END
+$$;
+REVOKE ALL ON FUNCTION idem_webhook_verify(text, text, text, jsonb, interval) FROM PUBLIC;
+
+--
+-- Webhook sources
+--
+
+-- idem_webhook_source_set(source, scheme, secrets, tolerance, allowed_ips,
+-- ttl): create or replace the configuration of a source; every secret is
+-- checked to be a key of the scheme here, not at the first delivery.
+CREATE OR REPLACE FUNCTION idem_webhook_source_set(source text, scheme text, secrets text[],
+                                                   tolerance interval DEFAULT '5 minutes',
+                                                   allowed_ips cidr[] DEFAULT NULL,
+                                                   ttl interval DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+DECLARE
+    s text;
+BEGIN
+    PERFORM idem.wh_check_text(source, 'source', true);
+    scheme := idem.wh_scheme(scheme);
+    IF secrets IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'secrets must not be null';
+    END IF;
+    IF array_ndims(secrets) > 1 THEN
+        secrets := ARRAY(SELECT unnest(secrets));
+    END IF;
+    IF array_position(secrets, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'secrets must not contain null';
+    END IF;
+    IF cardinality(secrets) = 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'secrets must not be empty';
+    END IF;
+    IF tolerance IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'tolerance must not be null';
+    END IF;
+    PERFORM idem.wh_tolerance(tolerance, false);
+    IF allowed_ips IS NOT NULL THEN
+        IF array_position(allowed_ips, NULL) IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'allowed_ips must not contain null';
+        END IF;
+        IF cardinality(allowed_ips) = 0 THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'allowed_ips must not be empty';
+        END IF;
+    END IF;
+    IF ttl IS NOT NULL THEN
+        PERFORM idem.wh_ttl(ttl);
+    END IF;
+    FOREACH s IN ARRAY secrets LOOP
+        IF s = '' THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'webhook secret must not be empty';
+        END IF;
+        PERFORM idem.wh_key(scheme, s);
+    END LOOP;
+    PERFORM idem.wh_check_writable('idem_webhook_source_set()');
+    INSERT INTO idem.webhook_sources AS w (source, scheme, secrets, tolerance, allowed_ips, ttl, updated_at)
+    VALUES (source, scheme, secrets, tolerance, allowed_ips, ttl, transaction_timestamp())
+    ON CONFLICT ON CONSTRAINT webhook_sources_pkey DO UPDATE
+        SET scheme = excluded.scheme, secrets = excluded.secrets, tolerance = excluded.tolerance,
+            allowed_ips = excluded.allowed_ips, ttl = excluded.ttl, updated_at = excluded.updated_at;
+END
+$$;
+REVOKE ALL ON FUNCTION idem_webhook_source_set(text, text, text[], interval, cidr[], interval) FROM PUBLIC;
+
+-- idem_webhook_source_drop(source): true if there was such a source
+CREATE OR REPLACE FUNCTION idem_webhook_source_drop(source text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+BEGIN
+    PERFORM idem.wh_check_text(source, 'source', true);
+    PERFORM idem.wh_check_writable('idem_webhook_source_drop()');
+    DELETE FROM idem.webhook_sources w WHERE w.source = idem_webhook_source_drop.source;
+    RETURN FOUND;
+END
+$$;
+REVOKE ALL ON FUNCTION idem_webhook_source_drop(text) FROM PUBLIC;
+
+-- The sources' configurations, never their secrets
+CREATE OR REPLACE VIEW idem_webhook_sources AS
+    SELECT source, scheme, pg_catalog.cardinality(secrets) AS secret_count,
+           tolerance, allowed_ips, ttl, updated_at
+    FROM idem.webhook_sources;
+REVOKE ALL ON idem_webhook_sources FROM PUBLIC;
+
+-- May a delivery from client_ip reach a source that lists nets?  Only a
+-- known host address inside one of them (an IPv4-mapped IPv6 address also
+-- as its IPv4 form); NULL or a network is refused.
+CREATE OR REPLACE FUNCTION idem.wh_ip_allowed(client_ip inet, nets cidr[])
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT client_ip IS NOT NULL
+       AND masklen(client_ip) = CASE family(client_ip) WHEN 4 THEN 32 ELSE 128 END
+       AND (EXISTS (SELECT FROM unnest(nets) n WHERE client_ip <<= n)
+            OR (family(client_ip) = 6 AND client_ip <<= inet '::ffff:0.0.0.0/96'
+                AND EXISTS (SELECT FROM unnest(nets) n
+                            WHERE inet '0.0.0.0' + (client_ip - inet '::ffff:0.0.0.0') <<= n)))
+$$;
+REVOKE ALL ON FUNCTION idem.wh_ip_allowed(inet, cidr[]) FROM PUBLIC;
+
+-- idem_webhook_receive(source, payload, headers, client_ip): the source is
+-- known, the address allowed, the signature verifies with one of its
+-- secrets, the event id is found, and the delivery is recorded as
+-- idem_webhook records it.  status new, duplicate or rejected (reason
+-- unknown_source, ip, timestamp, signature or malformed; nothing written).
+CREATE OR REPLACE FUNCTION idem_webhook_receive(source text, payload text, headers jsonb,
+                                                client_ip inet DEFAULT NULL,
+                                                OUT status text, OUT event_id text, OUT reason text)
+RETURNS record
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+DECLARE
+    src idem.webhook_sources;
+    keys bytea[];
+    tol numeric;
+    genuine boolean;
+BEGIN
+    PERFORM idem.wh_check_text(source, 'source', true);
+    IF payload IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'payload must not be null',
+            HINT = 'Pass the raw body as received; an empty body is the empty string.';
+    END IF;
+    IF headers IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'headers must not be null',
+            HINT = 'Pass the request''s headers as a JSON object of name to string.';
+    END IF;
+    PERFORM idem.wh_check_writable('idem_webhook_receive()');
+
+    SELECT * INTO src FROM idem.webhook_sources w WHERE w.source = idem_webhook_receive.source;
+    IF NOT FOUND THEN
+        status := 'rejected'; reason := 'unknown_source';
+        RETURN;
+    END IF;
+    IF src.allowed_ips IS NOT NULL AND NOT idem.wh_ip_allowed(client_ip, src.allowed_ips) THEN
+        status := 'rejected'; reason := 'ip';
+        RETURN;
+    END IF;
+
+    keys := ARRAY(SELECT idem.wh_key(src.scheme, s) FROM unnest(src.secrets) s);
+    tol := idem.wh_interval_secs(src.tolerance);
+    SELECT bool_or(idem.wh_check(src.scheme, k, payload, headers, tol)) INTO genuine FROM unnest(keys) k;
+    IF NOT genuine THEN
+        -- genuine but signed outside the tolerance, or forged?
+        IF src.scheme IN ('stripe', 'standard', 'svix', 'paddle', 'wechatpay')
+           AND EXISTS (SELECT FROM unnest(keys) k WHERE idem.wh_check(src.scheme, k, payload, headers, NULL)) THEN
+            status := 'rejected'; reason := 'timestamp';
+            RETURN;
+        END IF;
+        status := 'rejected'; reason := 'signature';
+        RETURN;
+    END IF;
+
+    event_id := idem.wh_event_id(src.scheme, payload, headers);
+    IF event_id IS NULL THEN
+        status := 'rejected'; reason := 'malformed';
+        RETURN;
+    END IF;
+    status := CASE WHEN idem.wh_record(source, event_id, coalesce(src.ttl, idem.wh_default_ttl()))
+                   THEN 'new' ELSE 'duplicate' END;
+END
+$$;
+REVOKE ALL ON FUNCTION idem_webhook_receive(text, text, jsonb, inet) FROM PUBLIC;
+
+-- idem_wechatpay_decrypt(api_v3_key, resource): the key is checked as the C
+-- edition checks it; the decryption (AES-256-GCM) needs the C edition.
+CREATE OR REPLACE FUNCTION idem_wechatpay_decrypt(api_v3_key text, resource jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+BEGIN
+    IF api_v3_key IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'api_v3_key must not be null';
+    END IF;
+    IF octet_length(api_v3_key) <> 32 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'api_v3_key must be 32 bytes',
+            DETAIL = format('The key given is %s bytes long.', octet_length(api_v3_key)),
+            HINT = 'The APIv3 key is the 32-character key set in the merchant platform, not the merchant''s private key, certificate or APIv2 key.';
+    END IF;
+    IF resource IS NULL THEN
+        RETURN NULL;
+    END IF;
+    PERFORM idem.wh_needs_c('idem_wechatpay_decrypt',
+                            'WeChat Pay encrypts its resources with AES-256-GCM, which pgcrypto does not have.');
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION idem_wechatpay_decrypt(text, jsonb) FROM PUBLIC;
