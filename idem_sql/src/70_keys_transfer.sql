@@ -1,0 +1,466 @@
+-- Moving keys between databases: idem_keys_export and idem_keys_import,
+-- whose JSON is the C edition's byte for byte, so that keys move between
+-- the editions in both directions (doc/api.md, "Moving keys").  The C
+-- edition writes these two and their helpers in PL/pgSQL already
+-- (idem--1.5--1.6.sql, idem--1.6--1.7.sql): they are the same here, under
+-- the same names, with idem.check_replay, which is C there, in PL/pgSQL.
+-- The import keeps the C edition's fencing: it locks idem.token_seq first,
+-- checks every element, moves the sequence past the imported tokens and
+-- only then writes.  The two public functions are SECURITY DEFINER, as
+-- every function of this edition that reads or writes idem's tables.
+
+-- The largest response, checkpoint data or body, in bytes:
+-- idem.max_response_size as the library reads it.  SHOW gives it with a
+-- unit ('1MB'); a value from the configuration before the library is
+-- loaded may be a bare number, which is in kB.
+CREATE OR REPLACE FUNCTION idem.max_response_bytes()
+RETURNS bigint
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+        WHEN s IS NULL OR s = '' THEN 1048576
+        WHEN s ~ '^\s*\d+\s*$' THEN s::bigint * 1024
+        WHEN s ~ '^\s*\d+\s*B\s*$' THEN regexp_replace(s, '\D', '', 'g')::bigint
+        ELSE pg_size_bytes(s)
+    END
+    FROM current_setting('idem.max_response_size', true) s
+$$;
+REVOKE ALL ON FUNCTION idem.max_response_bytes() FROM PUBLIC;
+
+-- The elements of rows, a JSON array of objects (what, for the errors:
+-- keys or deliveries), each checked to have only the fields and at least the
+-- required ones; a helper of the imports below.
+CREATE OR REPLACE FUNCTION idem.import_rows(rows jsonb, what text, fields text[], required text[])
+RETURNS SETOF jsonb
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    e jsonb;
+    f text;
+    i bigint := 0;
+BEGIN
+    IF jsonb_typeof(rows) IS DISTINCT FROM 'array' THEN
+        RAISE EXCEPTION '% must be a JSON array of what idem_%_export returns', what,
+                        CASE what WHEN 'keys' THEN 'keys' ELSE 'webhooks' END
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR e IN SELECT jsonb_array_elements(rows) LOOP
+        i := i + 1;
+        IF jsonb_typeof(e) IS DISTINCT FROM 'object' THEN
+            RAISE EXCEPTION 'element % of % is not a JSON object', i, what
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT string_agg(x, ', ') INTO f FROM jsonb_object_keys(e) x WHERE x <> ALL (fields);
+        IF f IS NOT NULL THEN
+            RAISE EXCEPTION 'element % of % has unknown fields: %', i, what, f
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Import into a database with the idem version that exported them, or later.';
+        END IF;
+        SELECT string_agg(x, ', ') INTO f
+        FROM unnest(required) x
+        WHERE jsonb_typeof(e -> x) IS NULL OR jsonb_typeof(e -> x) = 'null';
+        IF f IS NOT NULL THEN
+            RAISE EXCEPTION 'element % of % lacks %', i, what, f
+                USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+        RETURN NEXT e;
+    END LOOP;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.import_rows(jsonb, text, text[], text[]) FROM PUBLIC;
+
+-- Raise again an error caught while reading element i (0: none) of an
+-- import of what (keys or deliveries), with its SQLSTATE, detail and hint,
+-- and the element named in its message.
+CREATE OR REPLACE FUNCTION idem.import_raise(what text, i bigint, state text, msg text,
+                                  detail text, hint text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF i > 0 THEN
+        msg := format('element %s of %s: %s', i, what, msg);
+    END IF;
+    IF coalesce(detail, '') = '' AND coalesce(hint, '') = '' THEN
+        RAISE EXCEPTION USING ERRCODE = state, MESSAGE = msg;
+    ELSIF coalesce(hint, '') = '' THEN
+        RAISE EXCEPTION USING ERRCODE = state, MESSAGE = msg, DETAIL = detail;
+    ELSIF coalesce(detail, '') = '' THEN
+        RAISE EXCEPTION USING ERRCODE = state, MESSAGE = msg, HINT = hint;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = state, MESSAGE = msg, DETAIL = detail, HINT = hint;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.import_raise(text, bigint, text, text, text, text) FROM PUBLIC;
+
+-- The readers of one field below run with the search_path of the import
+-- that calls them (pinned by it): a SET of their own would cost each
+-- of the fifteen calls an element makes a save and restore of the setting,
+-- half of the time of an import.
+
+-- Field f of element e as text: NULL if absent or null, else a JSON string
+-- of min_bytes to max_bytes bytes (NULL: any), refused as idem's functions
+-- refuse such an argument (empty 22023, too long 22001).
+CREATE OR REPLACE FUNCTION idem.import_text(e jsonb, f text, min_bytes integer, max_bytes integer)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+    v jsonb := e -> f;
+    t text;
+BEGIN
+    IF v IS NULL OR v = 'null' THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(v) <> 'string' THEN
+        RAISE EXCEPTION '% must be a JSON string', f USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    t := e ->> f;
+    IF octet_length(t) < min_bytes THEN
+        RAISE EXCEPTION '% must not be empty', f USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF octet_length(t) > max_bytes THEN
+        RAISE EXCEPTION '% is too long', f USING ERRCODE = 'string_data_right_truncation',
+            DETAIL = format('It is %s bytes; the limit is %s.', octet_length(t), max_bytes);
+    END IF;
+    RETURN t;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.import_text(jsonb, text, integer, integer) FROM PUBLIC;
+
+-- Field f of element e as a time: NULL if absent or null, else a JSON
+-- string of a finite timestamptz.
+CREATE OR REPLACE FUNCTION idem.import_time(e jsonb, f text)
+RETURNS timestamptz
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    t timestamptz := idem.import_text(e, f, 0, NULL)::timestamptz;
+BEGIN
+    IF NOT isfinite(t) THEN
+        RAISE EXCEPTION '% must be a finite time', f USING ERRCODE = 'datetime_field_overflow';
+    END IF;
+    RETURN t;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.import_time(jsonb, text) FROM PUBLIC;
+
+-- Field f of element e as a number: NULL if absent or null, else a JSON
+-- number without a fraction.
+CREATE OR REPLACE FUNCTION idem.import_integer(e jsonb, f text)
+RETURNS numeric
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+    v jsonb := e -> f;
+BEGIN
+    IF v IS NULL OR v = 'null' THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(v) <> 'number' OR v::numeric <> trunc(v::numeric) THEN
+        RAISE EXCEPTION '% must be a JSON integer', f USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN v::numeric;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.import_integer(jsonb, text) FROM PUBLIC;
+
+-- Refuse a jsonb value whose text is more than a replay holds (1023 MB),
+-- as idem_complete, idem_fail, idem_checkpoint and idem_http_respond do: a
+-- value far under idem.max_response_size can print larger than that.  As
+-- the C edition: a value of at most 101197 bytes (1023 MB over 10600, the
+-- most text one byte of jsonb prints as) always fits; a larger one has its
+-- text counted from above, each token (a key, a scalar, a bracket) with a
+-- separator of 2 bytes, true and false as 5, null as 4.
+CREATE OR REPLACE FUNCTION idem.check_replay(value jsonb, what text)
+RETURNS void
+LANGUAGE plpgsql STABLE STRICT
+AS $$
+DECLARE
+    len numeric;
+BEGIN
+    IF pg_column_size(value) - 4 <= 101197 THEN
+        RETURN;
+    END IF;
+    -- every container and scalar once ($.** from the top), each key once
+    -- (with its object); a scalar at the top is an array around it to jsonb
+    SELECT sum(CASE jsonb_typeof(v)
+                   WHEN 'object' THEN 4 + (SELECT coalesce(sum(2 + octet_length(to_json(k)::text)), 0)
+                                           FROM jsonb_object_keys(v) k)
+                   WHEN 'array' THEN 4
+                   WHEN 'null' THEN 6
+                   WHEN 'boolean' THEN 7
+                   ELSE 2 + octet_length(v::text)
+               END)
+           + CASE WHEN jsonb_typeof(value) IN ('object', 'array') THEN 0 ELSE 4 END
+      INTO len
+      FROM jsonb_path_query(value, 'strict $.**') v;
+    IF len > 1023 * 1024 * 1024 THEN
+        RAISE EXCEPTION USING ERRCODE = 'program_limit_exceeded',
+            MESSAGE = format('%s is too large to replay', what),
+            DETAIL = 'As jsonb prints it, its text is over 1023 MB, the most a replay holds.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.check_replay(jsonb, text) FROM PUBLIC;
+
+-- Field f of element e as jsonb: NULL if absent; null is SQL NULL in an
+-- element of a 1.6 export (v16), which wrote every field and null for
+-- SQL NULL, and the JSON value null otherwise.  At most max_size bytes,
+-- measured as idem_complete measures it (the value without its header).
+CREATE OR REPLACE FUNCTION idem.import_json(e jsonb, f text, v16 boolean, max_size bigint)
+RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+    v jsonb := e -> f;
+BEGIN
+    IF v IS NULL OR (v16 AND v = 'null') THEN
+        RETURN NULL;
+    END IF;
+    IF pg_column_size(v) - 4 > max_size THEN
+        RAISE EXCEPTION '% is too large', f USING ERRCODE = 'program_limit_exceeded',
+            DETAIL = format('It is %s bytes; idem.max_response_size is %s bytes.',
+                            pg_column_size(v) - 4, max_size);
+    END IF;
+    PERFORM idem.check_replay(v, f);
+    RETURN v;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.import_json(jsonb, text, boolean, bigint) FROM PUBLIC;
+
+-- One element of idem_keys_import as the row it writes, every value
+-- checked as the function that writes it would check it: tokens up to
+-- max_token, responses, checkpoint data and bodies up to max_size bytes.
+CREATE OR REPLACE FUNCTION idem.import_key(e jsonb, max_size bigint, max_token bigint)
+RETURNS idem.keys
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    r idem.keys;
+    n numeric;
+    -- a 1.6 export wrote all 15 fields, null for SQL NULL; 1.7 leaves a
+    -- SQL NULL out, and never writes all 15 (no row has both a lease and a
+    -- completion time)
+    v16 boolean := (SELECT count(*) = 15 FROM jsonb_object_keys(e));
+BEGIN
+    r.scope := idem.import_text(e, 'scope', 0, 255);
+    r.key := idem.import_text(e, 'key', 1, 255);
+    r.state := idem.import_text(e, 'state', 0, NULL);
+    IF r.state NOT IN ('processing', 'completed', 'failed', 'released') THEN
+        RAISE EXCEPTION 'state "%" is not a state of a key', r.state
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A key is processing, completed, failed or released.';
+    END IF;
+    n := idem.import_integer(e, 'token');
+    IF n < 1 THEN
+        RAISE EXCEPTION 'token must be positive' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF n > max_token THEN
+        RAISE EXCEPTION 'token % is out of range', n USING ERRCODE = 'numeric_value_out_of_range',
+            DETAIL = format('Imported tokens are at most %s: the maximum of idem.token_seq less 2^32, room for the claims after them.', max_token);
+    END IF;
+    r.token := n;
+    n := idem.import_integer(e, 'attempt');
+    IF n NOT BETWEEN 1 AND 2147483646 THEN
+        RAISE EXCEPTION 'attempt must be between 1 and 2147483646' USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = format('It is %s; the next attempt must fit in an integer.', n);
+    END IF;
+    r.attempt := n;
+    r.fingerprint := decode(idem.import_text(e, 'fingerprint', 0, NULL), 'hex');
+    IF octet_length(r.fingerprint) > 255 THEN
+        RAISE EXCEPTION 'fingerprint is too long' USING ERRCODE = 'string_data_right_truncation',
+            DETAIL = format('It is %s bytes; the limit is 255.', octet_length(r.fingerprint));
+    END IF;
+    r.lease_until := idem.import_time(e, 'lease_until');
+    r.checkpoint := idem.import_text(e, 'checkpoint', 1, 255);
+    r.checkpoint_data := idem.import_json(e, 'checkpoint_data', v16, max_size);
+    r.response := idem.import_json(e, 'response', v16, max_size);
+    r.created_at := idem.import_time(e, 'created_at');
+    r.completed_at := idem.import_time(e, 'completed_at');
+    r.expires_at := idem.import_time(e, 'expires_at');
+    n := idem.import_integer(e, 'http_status');
+    IF n NOT BETWEEN 200 AND 599 THEN
+        RAISE EXCEPTION 'http_status must be between 200 and 599' USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = format('It is %s.', n);
+    END IF;
+    r.http_status := n;
+    r.body := idem.import_text(e, 'body', 0, NULL);
+    IF octet_length(r.body) > max_size THEN
+        RAISE EXCEPTION 'body is too large' USING ERRCODE = 'program_limit_exceeded',
+            DETAIL = format('It is %s bytes; idem.max_response_size is %s bytes.',
+                            octet_length(r.body), max_size);
+    END IF;
+    -- a replay through idem_claim reads the body as jsonb
+    PERFORM idem.check_replay(r.body::jsonb, 'body');
+
+    -- what the state says of the other fields, as idem's functions write them
+    IF r.state = 'processing' AND r.lease_until IS NULL THEN
+        RAISE EXCEPTION 'a processing key needs lease_until' USING ERRCODE = 'null_value_not_allowed';
+    ELSIF r.state <> 'processing' AND r.lease_until IS NOT NULL THEN
+        RAISE EXCEPTION 'a % key has no lease_until', r.state USING ERRCODE = 'invalid_parameter_value';
+    ELSIF r.state IN ('completed', 'failed') AND r.completed_at IS NULL THEN
+        RAISE EXCEPTION 'a % key needs completed_at', r.state USING ERRCODE = 'null_value_not_allowed';
+    ELSIF r.state IN ('processing', 'released') AND r.completed_at IS NOT NULL THEN
+        RAISE EXCEPTION 'a % key has no completed_at', r.state USING ERRCODE = 'invalid_parameter_value';
+    ELSIF r.http_status IS NOT NULL
+          AND r.state <> (CASE WHEN r.http_status < 400 THEN 'completed' ELSE 'failed' END) THEN
+        RAISE EXCEPTION 'a % key has no http_status %', r.state, r.http_status
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'idem_http_respond completes a key below 400 and fails it from 400.';
+    ELSIF r.body IS NOT NULL AND r.http_status IS NULL THEN
+        RAISE EXCEPTION 'a body needs an http_status' USING ERRCODE = 'invalid_parameter_value';
+    ELSIF r.http_status IS NOT NULL AND r.response IS NOT NULL THEN
+        RAISE EXCEPTION 'a key with an http_status has no response' USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'idem_http_respond stores the body as sent instead.';
+    ELSIF r.created_at > r.expires_at OR r.lease_until > r.expires_at THEN
+        RAISE EXCEPTION 'expires_at must not be before created_at or lease_until'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN r;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.import_key(jsonb, bigint, bigint) FROM PUBLIC;
+
+-- idem_keys_export(scopes text[]): each live key of those scopes as a JSON
+-- object of its row's fields, those that are SQL NULL left out (1.7).
+CREATE OR REPLACE FUNCTION idem_keys_export(scopes text[])
+RETURNS SETOF jsonb
+LANGUAGE sql STABLE STRICT
+SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+    SELECT jsonb_build_object(
+               'scope', k.scope, 'key', k.key, 'state', k.state, 'token', k.token,
+               'attempt', k.attempt, 'fingerprint', encode(k.fingerprint, 'hex'),
+               'lease_until', k.lease_until, 'checkpoint', k.checkpoint,
+               'checkpoint_data', k.checkpoint_data, 'response', k.response,
+               'created_at', k.created_at, 'completed_at', k.completed_at,
+               'expires_at', k.expires_at, 'http_status', k.http_status, 'body', k.body)
+           - array_remove(ARRAY[
+                 CASE WHEN k.fingerprint IS NULL THEN 'fingerprint' END,
+                 CASE WHEN k.lease_until IS NULL THEN 'lease_until' END,
+                 CASE WHEN k.checkpoint IS NULL THEN 'checkpoint' END,
+                 CASE WHEN k.checkpoint_data IS NULL THEN 'checkpoint_data' END,
+                 CASE WHEN k.response IS NULL THEN 'response' END,
+                 CASE WHEN k.completed_at IS NULL THEN 'completed_at' END,
+                 CASE WHEN k.http_status IS NULL THEN 'http_status' END,
+                 CASE WHEN k.body IS NULL THEN 'body' END], NULL)
+    FROM idem.keys k
+    WHERE k.scope = ANY (scopes) AND k.expires_at > now()
+    ORDER BY k.scope, k.key
+$$;
+
+REVOKE ALL ON FUNCTION idem_keys_export(text[]) FROM PUBLIC;
+
+-- idem_keys_import(keys jsonb): write what idem_keys_export returned (a
+-- JSON array of its objects) in the caller's transaction; how many.
+CREATE OR REPLACE FUNCTION idem_keys_import(keys jsonb)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+DECLARE
+    e jsonb;
+    i bigint := 0;
+    rows idem.keys[] := '{}';
+    max_size bigint := idem.max_response_bytes();
+    max_token bigint;
+    top bigint;
+    clash record;
+    st text;
+    msg text;
+    det text;
+    hnt text;
+BEGIN
+    -- 1. the token sequence locked, first: ALTER SEQUENCE, restating the
+    -- sequence's own increment, keeps nextval out until this transaction
+    -- ends, so a claim here from now on waits for the import to commit and
+    -- then draws a token past every imported one (taken after the checks,
+    -- a lock would let the claims made during them draw imported tokens).
+    -- It also gives the sequence a new file, which makes every session drop
+    -- the tokens it had cached (CACHE), and takes the setval below back if
+    -- the import fails: nothing is written then.
+    EXECUTE format('ALTER SEQUENCE idem.token_seq INCREMENT BY %s',
+                   (SELECT s.seqincrement FROM pg_sequence s
+                    WHERE s.seqrelid = 'idem.token_seq'::regclass));
+    SELECT s.seqmax - 4294967296 INTO max_token
+    FROM pg_sequence s WHERE s.seqrelid = 'idem.token_seq'::regclass;
+
+    -- 2. every element checked (an empty import has nothing to check or write)
+    BEGIN
+        FOR e IN SELECT * FROM idem.import_rows(
+                     keys, 'keys',
+                     ARRAY['scope', 'key', 'state', 'token', 'attempt', 'fingerprint', 'lease_until',
+                           'checkpoint', 'checkpoint_data', 'response', 'created_at', 'completed_at',
+                           'expires_at', 'http_status', 'body'],
+                     ARRAY['scope', 'key', 'state', 'token', 'attempt', 'created_at', 'expires_at'])
+        LOOP
+            i := i + 1;
+            rows := rows || idem.import_key(e, max_size, max_token);
+        END LOOP;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+                                det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+        PERFORM idem.import_raise('keys', i, st, msg, det, hnt);
+    END;
+    IF cardinality(rows) = 0 THEN
+        RETURN 0;
+    END IF;
+    SELECT r.scope, r.key INTO clash
+    FROM unnest(rows) r GROUP BY r.scope, r.key HAVING count(*) > 1 LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'key "%" of scope "%" is in the import twice', clash.key, clash.scope
+            USING ERRCODE = 'unique_violation';
+    END IF;
+    SELECT max(r.token) INTO top FROM unnest(rows) r;
+
+    -- 3. a live row of an imported key must be the same attempt, from the
+    -- same export: tokens are unique in one database only.  No claim here
+    -- can take a new token now, so no attempt begins before the rows are
+    -- written.
+    SELECT r.scope, r.key, l.state, l.attempt, l.token INTO clash
+    FROM unnest(rows) r
+    JOIN idem.keys l ON l.key = r.key AND l.scope = r.scope
+    WHERE l.expires_at > now()
+      AND (l.attempt, l.token, l.created_at, l.fingerprint)
+          IS DISTINCT FROM (r.attempt, r.token, r.created_at, r.fingerprint)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'key "%" of scope "%" is live in this database as another attempt', clash.key, clash.scope
+            USING ERRCODE = 'unique_violation',
+                  DETAIL = format('It is %s at attempt %s with token %s; an imported row is the same attempt only with the same attempt, token, created_at and fingerprint.',
+                                  clash.state, clash.attempt, clash.token);
+    END IF;
+
+    -- 4. the sequence past every imported token, never back
+    PERFORM setval('idem.token_seq', top)
+    FROM idem.token_seq s
+    WHERE top > CASE WHEN s.is_called THEN s.last_value ELSE s.last_value - 1 END;
+
+    -- 5. the rows: an expired row of the key gives way; a live one of the
+    -- same attempt may have gone on here (completed since), and stays
+    INSERT INTO idem.keys AS k (scope, key, state, token, attempt, fingerprint, lease_until,
+                                checkpoint, checkpoint_data, response, created_at,
+                                completed_at, expires_at, http_status, body)
+    SELECT r.scope, r.key, r.state, r.token, r.attempt, r.fingerprint, r.lease_until,
+           r.checkpoint, r.checkpoint_data, r.response, r.created_at,
+           r.completed_at, r.expires_at, r.http_status, r.body
+    FROM unnest(rows) r
+    ON CONFLICT (key, scope) DO UPDATE
+        SET state = excluded.state, token = excluded.token, attempt = excluded.attempt,
+            fingerprint = excluded.fingerprint, lease_until = excluded.lease_until,
+            checkpoint = excluded.checkpoint, checkpoint_data = excluded.checkpoint_data,
+            response = excluded.response, created_at = excluded.created_at,
+            completed_at = excluded.completed_at, expires_at = excluded.expires_at,
+            http_status = excluded.http_status, body = excluded.body
+        WHERE k.expires_at <= now();
+    RETURN cardinality(rows);
+END
+$$;
+
+REVOKE ALL ON FUNCTION idem_keys_import(jsonb) FROM PUBLIC;
