@@ -17,7 +17,9 @@
 -- call (double HMAC): PL/pgSQL has no constant-time comparison, and the bytes
 -- whose equality it tests in varying time are then unknown to the sender.
 --
--- Internals are idem.wh_*.
+-- idem_webhook_verify and idem_wechatpay_decrypt read no table but are
+-- SECURITY DEFINER too: the helpers they call live in schema idem, which a
+-- role granted EXECUTE on them alone cannot reach.  Internals are idem.wh_*.
 
 -- The webhook-specific argument check: a source (may be empty) or event id
 -- (not empty), not NULL, at most 255 bytes, with the C edition's errors.
@@ -781,6 +783,7 @@ CREATE OR REPLACE FUNCTION idem_webhook_verify(scheme text, secret text, payload
                                                tolerance interval DEFAULT '5 minutes')
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
 DECLARE
@@ -977,6 +980,7 @@ REVOKE ALL ON FUNCTION idem_webhook_receive(text, text, jsonb, inet) FROM PUBLIC
 CREATE OR REPLACE FUNCTION idem_wechatpay_decrypt(api_v3_key text, resource jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
 BEGIN
