@@ -17,7 +17,8 @@ plain=$out/idem_sql.sql
 	echo "/* idem_sql--$version.sql: made by idem_sql/build.sh from idem_sql/src/ */"
 	echo ""
 	echo "-- complain if script is sourced in psql, rather than via CREATE EXTENSION"
-	echo "\\echo Use \"CREATE EXTENSION idem_sql\" to load this file (or run idem_sql.sql). \\quit"
+	# printf, not echo: sh's echo (dash's) reads \e as an escape
+	printf '%s\n' '\echo Use "CREATE EXTENSION idem_sql" to load this file (or run idem_sql.sql). \quit'
 	for f in "$here"/src/*.sql; do
 		echo ""
 		echo "-- $(basename "$f")"
