@@ -1,0 +1,508 @@
+-- The key functions: idem_claim, idem_complete, idem_fail, idem_checkpoint
+-- and idem_lookup (the HTTP ones are in 40_http.sql).
+--
+-- A key's row moves through these states:
+--
+--   (none) --claim--> processing --complete--> completed
+--                         |     \---fail(final)--> failed
+--                         |---fail(retryable)--> released --claim--> processing
+--                         \---lease runs out, claim--> processing (attempt + 1)
+--
+-- A row past its expires_at counts as absent.  Every attempt gets a new
+-- fencing token from idem.token_seq.
+--
+-- Concurrency rests on the row itself, as the C edition's claims whose row
+-- is written at once: a claim of a new key inserts its row (INSERT ... ON
+-- CONFLICT DO NOTHING waits for another transaction's uncommitted row of the
+-- key, and under REPEATABLE READ raises 40001 for one committed after the
+-- snapshot); a claim that takes over a row updates it only if it is still
+-- as read (the UPDATE waits for a concurrent writer, then reads again).
+-- Replays, mismatches and live attempts are answered from a plain read,
+-- which takes no lock, so a storm of retries of a finished payment is
+-- answered in parallel.  nowait (and idem_http_claim's bounded wait) bound
+-- those waits with lock_timeout inside a subtransaction.
+--
+-- The tokens this transaction claimed are kept in the transaction-local
+-- setting idem_sql.claims (",7,9,"): idem_complete, idem_fail and
+-- idem_checkpoint without a token are allowed only for them.  set_config(...,
+-- true) is undone by ROLLBACK TO SAVEPOINT and forgotten at transaction end.
+
+-- Remember that this transaction claimed token t.
+CREATE OR REPLACE FUNCTION idem.claim_remember(t bigint) RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT set_config('idem_sql.claims',
+                  coalesce(nullif(current_setting('idem_sql.claims', true), ''), ',') || t || ',',
+                  true);
+$$;
+
+-- Did this transaction claim token t (and not roll the claim back)?
+CREATE OR REPLACE FUNCTION idem.claim_is_mine(t bigint) RETURNS boolean
+LANGUAGE sql STABLE
+RETURN pg_catalog.strpos(pg_catalog.current_setting('idem_sql.claims', true),
+                         ',' OPERATOR(pg_catalog.||) t OPERATOR(pg_catalog.||) ',') OPERATOR(pg_catalog.>) 0;
+
+-- The claim's work past the first insert: read the key's row and answer
+-- from it, or take it (a new attempt, or a fresh one over an expired row),
+-- looping when another transaction changed it meanwhile.  try_insert: try
+-- the insert of a new key first (the callers that have not).  The
+-- arguments are checked; lease and ttl are the intervals to use.
+CREATE OR REPLACE FUNCTION idem.claim_key(
+    p_key text, p_fp bytea, p_scope text, p_lease interval, p_ttl interval,
+    try_insert boolean,
+    OUT status text, OUT token bigint, OUT attempt integer, OUT response jsonb,
+    OUT checkpoint text, OUT checkpoint_data jsonb, OUT retry_after interval,
+    OUT http_status smallint, OUT body text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    r idem.keys;
+    now_ts timestamptz;
+    v_lease_until timestamptz;
+BEGIN
+    LOOP
+        IF try_insert THEN
+            now_ts := clock_timestamp();
+            v_lease_until := idem.input_after(now_ts, p_lease, 'lease');
+            INSERT INTO idem.keys AS k
+                (scope, key, state, token, attempt, fingerprint, lease_until,
+                 created_at, expires_at)
+            VALUES (p_scope, p_key, 'processing', nextval('idem.token_seq'), 1, p_fp,
+                    v_lease_until, now_ts,
+                    greatest(idem.input_after(now_ts, p_ttl, 'ttl'), v_lease_until))
+            ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
+            RETURNING k.token INTO token;
+            IF FOUND THEN
+                PERFORM idem.claim_remember(token);
+                status := 'claimed';
+                attempt := 1;
+                RETURN;
+            END IF;
+        END IF;
+        try_insert := true;
+
+        SELECT * INTO r FROM idem.keys k WHERE k.key = p_key AND k.scope = p_scope;
+        CONTINUE WHEN NOT FOUND;        -- purged meanwhile: insert again
+        now_ts := clock_timestamp();
+
+        -- this transaction's own row does not expire under it
+        IF r.expires_at > now_ts OR idem.claim_is_mine(r.token) THEN
+            IF p_fp IS NOT NULL AND r.fingerprint IS NOT NULL AND r.fingerprint <> p_fp THEN
+                status := 'mismatch';
+                RETURN;
+            END IF;
+            IF r.state IN ('completed', 'failed') THEN
+                status := r.state;
+                attempt := r.attempt;
+                response := r.response;
+                http_status := r.http_status;
+                body := r.body;
+                RETURN;
+            END IF;
+            -- a live attempt; also one of this very transaction, which must not run twice
+            IF r.state = 'processing' AND (r.lease_until > now_ts OR idem.claim_is_mine(r.token)) THEN
+                status := 'in_progress';
+                attempt := r.attempt;
+                retry_after := greatest(r.lease_until - now_ts, interval '0');
+                RETURN;
+            END IF;
+            -- the lease ran out, or the attempt was released: the next attempt,
+            -- keeping the fingerprint, creation time and last checkpoint
+            v_lease_until := idem.input_after(now_ts, p_lease, 'lease');
+            UPDATE idem.keys k
+               SET state = 'processing', token = nextval('idem.token_seq'),
+                   attempt = k.attempt + 1, lease_until = v_lease_until,
+                   expires_at = greatest(k.expires_at, v_lease_until),
+                   fingerprint = coalesce(k.fingerprint, p_fp),
+                   response = NULL, completed_at = NULL, http_status = NULL, body = NULL
+             WHERE k.key = p_key AND k.scope = p_scope
+               AND k.token = r.token AND k.state = r.state
+               AND k.lease_until IS NOT DISTINCT FROM r.lease_until
+            RETURNING k.token, k.attempt, k.checkpoint, k.checkpoint_data
+                 INTO token, attempt, checkpoint, checkpoint_data;
+        ELSE
+            -- expired, not yet purged: absent, so a first attempt in its place
+            v_lease_until := idem.input_after(now_ts, p_lease, 'lease');
+            UPDATE idem.keys k
+               SET state = 'processing', token = nextval('idem.token_seq'), attempt = 1,
+                   fingerprint = p_fp, lease_until = v_lease_until,
+                   checkpoint = NULL, checkpoint_data = NULL, response = NULL,
+                   created_at = now_ts, completed_at = NULL,
+                   expires_at = greatest(idem.input_after(now_ts, p_ttl, 'ttl'), v_lease_until),
+                   http_status = NULL, body = NULL
+             WHERE k.key = p_key AND k.scope = p_scope
+               AND k.token = r.token AND k.expires_at = r.expires_at
+            RETURNING k.token, k.attempt INTO token, attempt;
+        END IF;
+        IF FOUND THEN
+            PERFORM idem.claim_remember(token);
+            status := 'claimed';
+            RETURN;
+        END IF;
+        -- another transaction changed the row since it was read: read again
+        try_insert := false;
+    END LOOP;
+END
+$$;
+
+-- idem.claim_key that never waits for another transaction (nowait): a
+-- lock wait ends at once (lock_timeout's least, 1 ms) with 55P03, which the
+-- caller turns into in_progress.
+CREATE OR REPLACE FUNCTION idem.claim_key_nowait(
+    p_key text, p_fp bytea, p_scope text, p_lease interval, p_ttl interval,
+    OUT status text, OUT token bigint, OUT attempt integer, OUT response jsonb,
+    OUT checkpoint text, OUT checkpoint_data jsonb, OUT retry_after interval,
+    OUT http_status smallint, OUT body text)
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, idem, pg_temp
+SET lock_timeout = '1ms'
+AS $$
+SELECT * FROM idem.claim_key(p_key, p_fp, p_scope, p_lease, p_ttl, true);
+$$;
+
+-- A replayed body (idem_http_respond's) as jsonb; a body jsonb refuses (stored
+-- before 1.7, or imported) replays as a JSON string of its text.
+CREATE OR REPLACE FUNCTION idem.claim_body_jsonb(b text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN b::jsonb;
+EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
+    RETURN to_jsonb(b);
+END
+$$;
+
+-- The first error of idem_claim's and idem_http_claim's arguments (key,
+-- fingerprint, scope, lease, ttl, in the C edition's order) and of the
+-- transaction (fname: 'idem_claim()'); NULL when all are good.
+CREATE OR REPLACE FUNCTION idem.claim_args_error(
+    p_key text, p_fp bytea, p_scope text, p_lease interval, p_ttl interval, fname text)
+RETURNS text[]
+LANGUAGE sql STABLE
+RETURN coalesce(idem.input_key_error(p_key, 'key'), idem.input_fingerprint_error(p_fp),
+                idem.input_scope_error(p_scope, 'scope'),
+                idem.input_interval_error(p_lease, 'lease'),
+                idem.input_interval_error(p_ttl, 'ttl'), idem.input_writable_error(fname));
+
+-- Take the key for a new attempt, or say why not (completed, failed,
+-- in_progress, mismatch); with nowait, never wait for another transaction.
+-- The common case, a new key, is one INSERT.
+CREATE OR REPLACE FUNCTION idem_claim(
+    key text, fingerprint bytea DEFAULT NULL, scope text DEFAULT '',
+    lease interval DEFAULT NULL, ttl interval DEFAULT NULL, nowait boolean DEFAULT false,
+    OUT status text, OUT token bigint, OUT attempt integer, OUT response jsonb,
+    OUT checkpoint text, OUT checkpoint_data jsonb, OUT retry_after interval)
+RETURNS record
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    v_lease interval;
+    v_ttl interval;
+    e text[];
+    now_ts timestamptz;
+    v_lease_until timestamptz;
+    c record;
+BEGIN
+    v_lease := coalesce(lease, idem.setting_lease());
+    v_ttl := coalesce(ttl, idem.setting_ttl());
+    IF key IS NULL OR scope IS NULL OR octet_length(key) NOT BETWEEN 1 AND 255
+       OR octet_length(scope) > 255 OR octet_length(fingerprint) > 255
+       OR lease IS NOT NULL OR ttl IS NOT NULL
+       OR v_lease <= interval '0' OR v_ttl <= interval '0'
+       OR current_setting('transaction_read_only') = 'on' THEN
+        e := idem.claim_args_error(key, fingerprint, scope, v_lease, v_ttl, 'idem_claim()');
+        IF e IS NOT NULL THEN
+            IF e[3] IS NULL AND e[4] IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2];
+            ELSIF e[4] IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3];
+            ELSIF e[3] IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], HINT = e[4];
+            END IF;
+            RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3], HINT = e[4];
+        END IF;
+    END IF;
+
+    IF nowait THEN
+        BEGIN
+            c := idem.claim_key_nowait(key, fingerprint, scope, v_lease, v_ttl);
+        EXCEPTION WHEN lock_not_available THEN
+            -- another transaction is deciding this key right now
+            status := 'in_progress';
+            retry_after := interval '1 s';
+            RETURN;
+        END;
+    ELSE
+        -- a new key: one statement
+        now_ts := clock_timestamp();
+        v_lease_until := now_ts + v_lease;
+        INSERT INTO idem.keys AS k
+            (scope, key, state, token, attempt, fingerprint, lease_until, created_at, expires_at)
+        VALUES (scope, key, 'processing', nextval('idem.token_seq'), 1, fingerprint,
+                v_lease_until, now_ts, greatest(now_ts + v_ttl, v_lease_until))
+        ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
+        RETURNING k.token INTO token;
+        IF FOUND THEN
+            PERFORM set_config('idem_sql.claims',
+                coalesce(nullif(current_setting('idem_sql.claims', true), ''), ',') || token || ',',
+                true);
+            status := 'claimed';
+            attempt := 1;
+            RETURN;
+        END IF;
+        c := idem.claim_key(key, fingerprint, scope, v_lease, v_ttl, false);
+    END IF;
+
+    status := c.status;
+    token := c.token;
+    attempt := c.attempt;
+    response := c.response;
+    checkpoint := c.checkpoint;
+    checkpoint_data := c.checkpoint_data;
+    retry_after := c.retry_after;
+    -- a key finished by idem_http_respond replays its body as jsonb
+    IF c.body IS NOT NULL AND c.response IS NULL THEN
+        response := idem.claim_body_jsonb(c.body);
+    END IF;
+END
+$$;
+
+-- Shared body of idem_complete, idem_fail, idem_checkpoint and
+-- idem_http_respond: check that the caller owns the key's current attempt
+-- (by its token, or as the transaction that claimed it) and write the row's
+-- new state.  kind: complete, fail (final), release or checkpoint.  The
+-- arguments are checked.  Returns the error to raise (ID001 to ID004), or
+-- NULL once the row is written.
+CREATE OR REPLACE FUNCTION idem.claim_finish(
+    kind text, fname text, p_key text, p_scope text, p_token bigint, payload jsonb,
+    p_phase text, p_lease interval, p_http_status smallint, p_body text)
+RETURNS text[]
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    r idem.keys;
+    now_ts timestamptz;
+    v_lease_until timestamptz;
+BEGIN
+    -- the row, locked: a concurrent writer is waited for
+    SELECT * INTO r FROM idem.keys k WHERE k.key = p_key AND k.scope = p_scope FOR UPDATE;
+    now_ts := clock_timestamp();
+    IF NOT FOUND OR (r.expires_at <= now_ts AND NOT coalesce(idem.claim_is_mine(r.token), false)) THEN
+        RETURN ARRAY['ID002', format('%s: key "%s" has no claim', fname, p_key),
+                     format('No live row exists for this key in scope "%s".', p_scope),
+                     'Call idem_claim first.'];
+    END IF;
+    IF r.state IN ('completed', 'failed') THEN
+        RETURN ARRAY['ID003', format('%s: key "%s" is already finished', fname, p_key),
+                     format('Its state is %s.', r.state), NULL];
+    END IF;
+    IF p_token IS NULL THEN
+        IF NOT coalesce(idem.claim_is_mine(r.token), false) THEN
+            RETURN ARRAY['ID004', format('%s: key "%s" was not claimed in this transaction', fname, p_key),
+                         NULL, 'Pass the token that idem_claim returned.'];
+        END IF;
+        p_token := r.token;
+    END IF;
+    IF r.state = 'released' OR p_token <> r.token THEN
+        RETURN ARRAY['ID001', format('%s: token %s does not hold key "%s"', fname, p_token, p_key),
+                     format('The attempt of this token was released or taken over; the key is at attempt %s.', r.attempt),
+                     NULL];
+    END IF;
+
+    IF kind = 'checkpoint' THEN
+        -- a checkpoint extends the lease, never shortens it
+        v_lease_until := greatest(idem.input_after(now_ts, p_lease, 'lease'), r.lease_until);
+        UPDATE idem.keys k
+           SET checkpoint = p_phase, checkpoint_data = payload, lease_until = v_lease_until,
+               expires_at = greatest(k.expires_at, v_lease_until)
+         WHERE k.key = p_key AND k.scope = p_scope;
+    ELSIF kind = 'release' THEN
+        -- the error is kept for operators; the next claim clears it
+        UPDATE idem.keys k
+           SET state = 'released', lease_until = NULL, response = payload
+         WHERE k.key = p_key AND k.scope = p_scope;
+    ELSE
+        UPDATE idem.keys k
+           SET state = CASE kind WHEN 'complete' THEN 'completed' ELSE 'failed' END,
+               completed_at = now_ts, lease_until = NULL, response = payload,
+               http_status = p_http_status, body = p_body
+         WHERE k.key = p_key AND k.scope = p_scope;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- Mark the current attempt completed and keep its response for replays.
+CREATE OR REPLACE FUNCTION idem_complete(
+    key text, response jsonb DEFAULT NULL, scope text DEFAULT '', token bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    e text[];
+BEGIN
+    IF key IS NULL OR scope IS NULL OR octet_length(key) NOT BETWEEN 1 AND 255
+       OR octet_length(scope) > 255 OR pg_column_size(response) > 1024
+       OR current_setting('transaction_read_only') = 'on' THEN
+        e := coalesce(idem.input_key_error(key, 'key'), idem.input_scope_error(scope, 'scope'),
+                      idem.input_jsonb_error(response, 'response'),
+                      idem.input_writable_error('idem_complete'));
+    END IF;
+    IF e IS NULL THEN
+        -- the in-transaction way: this transaction's claim, still processing
+        UPDATE idem.keys k
+           SET state = 'completed', completed_at = clock_timestamp(), lease_until = NULL,
+               response = idem_complete.response
+         WHERE k.key = idem_complete.key AND k.scope = idem_complete.scope
+           AND k.state = 'processing'
+           AND CASE WHEN idem_complete.token IS NULL
+                    THEN strpos(current_setting('idem_sql.claims', true), ',' || k.token || ',') > 0
+                    ELSE k.token = idem_complete.token
+                         AND (k.expires_at > clock_timestamp()
+                              OR strpos(current_setting('idem_sql.claims', true), ',' || k.token || ',') > 0)
+               END;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        -- say why not
+        e := idem.claim_finish('complete', 'idem_complete', key, scope, token, response,
+                               NULL, NULL, NULL, NULL);
+        IF e IS NULL THEN
+            RETURN;
+        END IF;
+    END IF;
+    IF e[3] IS NULL AND e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2];
+    ELSIF e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3];
+    ELSIF e[3] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], HINT = e[4];
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3], HINT = e[4];
+END
+$$;
+
+-- Release the attempt for a retry (retryable), or finish the key as failed
+-- with error kept for replay.
+CREATE OR REPLACE FUNCTION idem_fail(
+    key text, error jsonb DEFAULT NULL, retryable boolean DEFAULT true,
+    scope text DEFAULT '', token bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    e text[];
+BEGIN
+    e := coalesce(idem.input_key_error(key, 'key'), idem.input_scope_error(scope, 'scope'),
+                  idem.input_jsonb_error(error, 'error'),
+                  CASE WHEN retryable IS NULL THEN ARRAY['22004', 'retryable must not be null'] END,
+                  idem.input_writable_error('idem_fail'));
+    IF e IS NULL THEN
+        e := idem.claim_finish(CASE WHEN retryable THEN 'release' ELSE 'fail' END, 'idem_fail',
+                               key, scope, token, error, NULL, NULL, NULL, NULL);
+    END IF;
+    IF e IS NULL THEN
+        RETURN;
+    END IF;
+    IF e[3] IS NULL AND e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2];
+    ELSIF e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3];
+    ELSIF e[3] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], HINT = e[4];
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3], HINT = e[4];
+END
+$$;
+
+-- Record a recovery point (phase, data) of the current attempt and extend
+-- its lease.
+CREATE OR REPLACE FUNCTION idem_checkpoint(
+    key text, phase text, data jsonb DEFAULT NULL, scope text DEFAULT '',
+    token bigint DEFAULT NULL, lease interval DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    e text[];
+BEGIN
+    e := coalesce(idem.input_key_error(key, 'key'), idem.input_scope_error(scope, 'scope'),
+                  idem.input_jsonb_error(data, 'data'), idem.input_key_error(phase, 'phase'),
+                  idem.input_interval_error(lease, 'lease'),
+                  idem.input_writable_error('idem_checkpoint'));
+    IF e IS NULL THEN
+        e := idem.claim_finish('checkpoint', 'idem_checkpoint', key, scope, token, data, phase,
+                               coalesce(lease, idem.setting_lease()), NULL, NULL);
+    END IF;
+    IF e IS NULL THEN
+        RETURN;
+    END IF;
+    IF e[3] IS NULL AND e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2];
+    ELSIF e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3];
+    ELSIF e[3] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], HINT = e[4];
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3], HINT = e[4];
+END
+$$;
+
+-- The key's row as this snapshot sees it, for operators (no live row: no row).
+CREATE OR REPLACE FUNCTION idem_lookup(key text, scope text DEFAULT '')
+RETURNS TABLE (state text, attempt integer, fingerprint bytea,
+               lease_until timestamptz, checkpoint text, created_at timestamptz,
+               completed_at timestamptz, expires_at timestamptz)
+LANGUAGE plpgsql STABLE PARALLEL RESTRICTED SECURITY DEFINER ROWS 1
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    e text[] := coalesce(idem.input_key_error(key, 'key'), idem.input_scope_error(scope, 'scope'));
+BEGIN
+    IF e IS NULL THEN
+        RETURN QUERY
+            SELECT k.state, k.attempt, k.fingerprint, k.lease_until, k.checkpoint,
+                   k.created_at, k.completed_at, k.expires_at
+              FROM idem.keys k
+             WHERE k.key = idem_lookup.key AND k.scope = idem_lookup.scope
+               AND (k.expires_at > clock_timestamp() OR idem.claim_is_mine(k.token));
+        RETURN;
+    END IF;
+    IF e[3] IS NULL AND e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2];
+    ELSIF e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3];
+    ELSIF e[3] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], HINT = e[4];
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3], HINT = e[4];
+END
+$$;
+
+REVOKE ALL ON FUNCTION idem.claim_remember(bigint), idem.claim_is_mine(bigint),
+    idem.claim_key(text, bytea, text, interval, interval, boolean),
+    idem.claim_key_nowait(text, bytea, text, interval, interval),
+    idem.claim_body_jsonb(text),
+    idem.claim_args_error(text, bytea, text, interval, interval, text),
+    idem.claim_finish(text, text, text, text, bigint, jsonb, text, interval, smallint, text)
+    FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem_claim(text, bytea, text, interval, interval, boolean),
+    idem_complete(text, jsonb, text, bigint),
+    idem_fail(text, jsonb, boolean, text, bigint),
+    idem_checkpoint(text, text, jsonb, text, bigint, interval),
+    idem_lookup(text, text) FROM PUBLIC;
