@@ -26,7 +26,6 @@
 CREATE OR REPLACE FUNCTION idem.wh_check_text(v text, what text, may_be_empty boolean)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF v IS NULL THEN
@@ -56,7 +55,6 @@ REVOKE ALL ON FUNCTION idem.wh_check_text(text, text, boolean) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_check_writable(what text)
 RETURNS void
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF pg_is_in_recovery() THEN
@@ -76,7 +74,6 @@ REVOKE ALL ON FUNCTION idem.wh_check_writable(text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_interval_secs(iv interval)
 RETURNS numeric
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT (extract(year FROM iv) * 12 + extract(month FROM iv)) * 30 * 86400
            + extract(day FROM iv) * 86400
@@ -89,7 +86,6 @@ REVOKE ALL ON FUNCTION idem.wh_interval_secs(interval) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_tolerance(tolerance interval, null_skips boolean)
 RETURNS numeric
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     secs numeric := idem.wh_interval_secs(tolerance);
@@ -113,7 +109,6 @@ REVOKE ALL ON FUNCTION idem.wh_tolerance(interval, boolean) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_default_ttl()
 RETURNS interval
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE
         WHEN s IS NULL OR btrim(s) = '' THEN interval '7 days'
@@ -129,7 +124,6 @@ REVOKE ALL ON FUNCTION idem.wh_default_ttl() FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_ttl(ttl interval)
 RETURNS interval
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     now_ts timestamptz := clock_timestamp();
@@ -171,43 +165,58 @@ $$;
 REVOKE ALL ON FUNCTION idem.wh_ttl(interval) FROM PUBLIC;
 
 -- Record a delivery of (source, event_id), kept for ttl (checked): true the
--- first time, false for a duplicate.  A live record read is a duplicate at
--- once, without a lock; otherwise the insert waits for an uncommitted
--- record of the same delivery and answers from how its transaction ended.
--- An expired record is a delivery seen too long ago: renewed in place.
+-- first time, false for a duplicate.  The insert waits for an uncommitted
+-- record of the same delivery and answers from how its transaction ended; a
+-- committed live record is a duplicate at once, without a lock.  An expired
+-- record is a delivery seen too long ago: renewed in place, under its lock.
 CREATE OR REPLACE FUNCTION idem.wh_record(source text, event_id text, ttl interval)
 RETURNS boolean
-LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE
 AS $$
-    WITH live AS (
-        SELECT FROM idem.webhooks w
-        WHERE w.event_id = $2 AND w.source = $1 AND w.expires_at > clock_timestamp()),
-    ins AS (
-        INSERT INTO idem.webhooks AS w (source, event_id, received_at, expires_at)
-        SELECT $1, $2, clock_timestamp(), clock_timestamp() + $3
-        WHERE NOT EXISTS (SELECT FROM live)
-        ON CONFLICT (event_id, source) DO UPDATE
-            SET received_at = clock_timestamp(), expires_at = clock_timestamp() + $3
-            WHERE w.expires_at <= clock_timestamp()
-        RETURNING 1)
-    SELECT EXISTS (SELECT FROM ins)
+DECLARE
+    first boolean;
+BEGIN
+    INSERT INTO idem.webhooks VALUES ($1, $2, clock_timestamp(), clock_timestamp() + $3)
+    ON CONFLICT DO NOTHING
+    RETURNING true INTO first;
+    IF first THEN
+        RETURN true;
+    END IF;
+    UPDATE idem.webhooks w SET received_at = clock_timestamp(), expires_at = clock_timestamp() + $3
+    WHERE w.event_id = $2 AND w.source = $1 AND w.expires_at <= clock_timestamp()
+    RETURNING true INTO first;
+    RETURN coalesce(first, false);
+END
 $$;
 REVOKE ALL ON FUNCTION idem.wh_record(text, text, interval) FROM PUBLIC;
 
 -- idem_webhook(source, event_id, ttl): true the first time (source,
 -- event_id) is seen, in the caller's transaction; false for a duplicate.
+-- The checks are written out here, the helpers called only to raise.
 CREATE OR REPLACE FUNCTION idem_webhook(source text, event_id text, ttl interval DEFAULT NULL)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
+DECLARE
+    setting text;
 BEGIN
-    PERFORM idem.wh_check_text(source, 'source', true);
-    PERFORM idem.wh_check_text(event_id, 'event_id', false);
-    ttl := idem.wh_ttl(ttl);
-    PERFORM idem.wh_check_writable('idem_webhook()');
+    IF source IS NULL OR octet_length(source) > 255 THEN
+        PERFORM idem.wh_check_text(source, 'source', true);
+    END IF;
+    IF event_id IS NULL OR event_id = '' OR octet_length(event_id) > 255 THEN
+        PERFORM idem.wh_check_text(event_id, 'event_id', false);
+    END IF;
+    IF ttl IS NOT NULL THEN
+        ttl := idem.wh_ttl(ttl);
+    ELSE
+        setting := current_setting('idem.webhook_ttl', true);
+        ttl := CASE WHEN setting IS NULL OR setting = '' THEN interval '7 days' ELSE idem.wh_default_ttl() END;
+    END IF;
+    IF current_setting('transaction_read_only') = 'on' THEN
+        PERFORM idem.wh_check_writable('idem_webhook()');
+    END IF;
     RETURN idem.wh_record(source, event_id, ttl);
 END
 $$;
@@ -223,7 +232,6 @@ REVOKE ALL ON FUNCTION idem_webhook(text, text, interval) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_header(headers jsonb, name text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN count(*) = 1 AND min(jsonb_typeof(h.value)) = 'string'
                 THEN min(h.value #>> '{}') END
@@ -239,7 +247,6 @@ REVOKE ALL ON FUNCTION idem.wh_header(jsonb, text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_pairs(list text, sep text, pair_sep text)
 RETURNS TABLE (name text, value text)
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT btrim(left(e, strpos(e, pair_sep) - 1), E' \t'),
            btrim(substr(e, strpos(e, pair_sep) + 1), E' \t')
@@ -256,7 +263,6 @@ REVOKE ALL ON FUNCTION idem.wh_pairs(text, text, text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_decode(s text, form text)
 RETURNS bytea
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE
         WHEN form = 'hex-mac' AND s ~ '^[0-9a-fA-F]{64}$' THEN decode(s, 'hex')
@@ -272,7 +278,6 @@ REVOKE ALL ON FUNCTION idem.wh_decode(text, text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_unix_secs(s text)
 RETURNS numeric
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN s ~ '^[0-9]+$' AND length(ltrim(s, '0')) <= 12
                      AND s::numeric <= 253402300799 THEN s::numeric END
@@ -284,7 +289,6 @@ REVOKE ALL ON FUNCTION idem.wh_unix_secs(text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_fresh(secs numeric, tol numeric)
 RETURNS boolean
 LANGUAGE sql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT tol IS NULL OR abs(extract(epoch FROM clock_timestamp()) - secs) <= tol
 $$;
@@ -294,7 +298,6 @@ REVOKE ALL ON FUNCTION idem.wh_fresh(numeric, numeric) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_bytes(t text)
 RETURNS bytea
 LANGUAGE sql STABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT convert_to(t, getdatabaseencoding())
 $$;
@@ -305,7 +308,6 @@ REVOKE ALL ON FUNCTION idem.wh_bytes(text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_compare_key()
 RETURNS bytea
 LANGUAGE sql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
 $$;
@@ -317,7 +319,6 @@ REVOKE ALL ON FUNCTION idem.wh_compare_key() FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_mac_match(expected bytea, given bytea[])
 RETURNS boolean
 LANGUAGE sql VOLATILE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce(bool_or(idem.hmac_sha256(g, k.r) = idem.hmac_sha256(expected, k.r)), false)
     FROM (SELECT idem.wh_compare_key() AS r) k, unnest(given) g
@@ -331,7 +332,6 @@ REVOKE ALL ON FUNCTION idem.wh_mac_match(bytea, bytea[]) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_json_safe(p text)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     outside text;
@@ -363,7 +363,6 @@ REVOKE ALL ON FUNCTION idem.wh_json_safe(text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_json(p text)
 RETURNS json
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p IS NULL OR NOT idem.wh_json_safe(p) THEN
@@ -382,7 +381,6 @@ REVOKE ALL ON FUNCTION idem.wh_json(text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_json_nul_as(p text, n text)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN r <> p THEN r END
     FROM (SELECT regexp_replace(p, '(?<![^\\](?:\\\\)*\\)(?<!^(?:\\\\)*\\)\\u0000', '\\u000' || n, 'g') AS r) s
@@ -393,7 +391,6 @@ REVOKE ALL ON FUNCTION idem.wh_json_nul_as(text, text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_json_member_once(p text, name text)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     j json := idem.wh_json(p);
@@ -420,7 +417,6 @@ REVOKE ALL ON FUNCTION idem.wh_json_member_once(text, text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_json_member(p text, name text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce(idem.wh_json_member_once(p, name),
                     (SELECT a FROM (SELECT idem.wh_json_member_once(idem.wh_json_nul_as(p, '1'), name) AS a,
@@ -437,7 +433,6 @@ REVOKE ALL ON FUNCTION idem.wh_json_member(text, text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_scheme(scheme text)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF scheme IS NULL THEN
@@ -459,7 +454,6 @@ REVOKE ALL ON FUNCTION idem.wh_scheme(text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_needs_c(what text, why text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
@@ -476,7 +470,6 @@ REVOKE ALL ON FUNCTION idem.wh_needs_c(text, text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_key(scheme text, secret text)
 RETURNS bytea
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     s text := secret;
@@ -542,7 +535,6 @@ REVOKE ALL ON FUNCTION idem.wh_key(text, text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_check(scheme text, key bytea, payload text, headers jsonb, tol numeric)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     h text;
@@ -646,7 +638,6 @@ REVOKE ALL ON FUNCTION idem.wh_check(text, bytea, text, jsonb, numeric) FROM PUB
 CREATE OR REPLACE FUNCTION idem.wh_adyen_item_once(p text)
 RETURNS text[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     j json := idem.wh_json(p);
@@ -724,7 +715,6 @@ REVOKE ALL ON FUNCTION idem.wh_adyen_item_once(text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_adyen_item(p text)
 RETURNS text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce(idem.wh_adyen_item_once(p),
                     (SELECT a FROM (SELECT idem.wh_adyen_item_once(idem.wh_json_nul_as(p, '1')) AS a,
@@ -738,7 +728,6 @@ REVOKE ALL ON FUNCTION idem.wh_adyen_item(text) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_event_id(scheme text, payload text, headers jsonb)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     id text;
@@ -899,7 +888,6 @@ REVOKE ALL ON idem_webhook_sources FROM PUBLIC;
 CREATE OR REPLACE FUNCTION idem.wh_ip_allowed(client_ip inet, nets cidr[])
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT client_ip IS NOT NULL
        AND masklen(client_ip) = CASE family(client_ip) WHEN 4 THEN 32 ELSE 128 END
