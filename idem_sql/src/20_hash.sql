@@ -4,65 +4,46 @@
 -- doc/fingerprints.md).  Canonical JSON is jsonb's own text (its key order,
 -- its string escaping) without whitespace and with numbers written without
 -- insignificant trailing zeros; hashes are SHA-256 over the UTF-8 bytes of
--- the text, whatever the database's encoding.  Internals: idem.hash_*.
-
--- The canonical text of a jsonb value; what idem_canonical returns.
--- jsonb's own text already has the canonical key order and string escaping
--- (the C edition writes strings with the same escape_json) and is written
--- without recursion, however deep the nesting.  One pass over it then keeps
--- each string literal as it is and, outside strings, drops the space after
--- each separator (", ", ": ") and the trailing fractional zeros of each
--- number with the decimal point left bare (numeric's text has no exponent:
--- 100.00 -> 100, 1.50 -> 1.5).  A string literal is matched whole from its
--- opening quote, so nothing inside one is ever changed.
-CREATE OR REPLACE FUNCTION idem.hash_canonical(j jsonb)
-RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT regexp_replace(j::text,
-                          '("(?:[^"\\]|\\.)*")|([,:]) |(\.[0-9]*[1-9])0+(?![0-9])|\.0+(?![0-9])',
-                          '\1\2\3', 'g')
-$$;
-REVOKE ALL ON FUNCTION idem.hash_canonical(jsonb) FROM PUBLIC;
+-- the text, whatever the database's encoding.  They call nothing in
+-- schema idem: a role granted them has no right there.
 
 -- idem_canonical(request jsonb): compact JSON that other languages can
--- reproduce byte for byte (doc/fingerprints.md).
+-- reproduce byte for byte (doc/fingerprints.md).  jsonb's own text already
+-- has the canonical key order and string escaping (the C edition writes
+-- strings with the same escape_json) and is written without recursion,
+-- however deep the nesting.  One pass over it then keeps each string
+-- literal as it is and, outside strings, drops the space after each
+-- separator (", ", ": ") and the trailing fractional zeros of each number
+-- with the decimal point left bare (numeric's text has no exponent: 100.00
+-- -> 100, 1.50 -> 1.5).  A string literal is matched whole from its opening
+-- quote, so nothing inside one is ever changed.
 CREATE OR REPLACE FUNCTION idem_canonical(request jsonb)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
-    SELECT idem.hash_canonical(request)
+    SELECT regexp_replace(request::text,
+                          '("(?:[^"\\]|\\.)*")|([,:]) |(\.[0-9]*[1-9])0+(?![0-9])|\.0+(?![0-9])',
+                          '\1\2\3', 'g')
 $$;
 REVOKE ALL ON FUNCTION idem_canonical(jsonb) FROM PUBLIC;
 
--- idem_fingerprint(request jsonb): SHA-256 of the canonical text as UTF-8.
+-- idem_fingerprint(request jsonb): SHA-256 of the canonical text (as
+-- idem_canonical writes it) as UTF-8.
 CREATE OR REPLACE FUNCTION idem_fingerprint(request jsonb)
 RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
-    SELECT pg_catalog.sha256(pg_catalog.convert_to(idem.hash_canonical(request), 'UTF8'))
+    SELECT sha256(convert_to(regexp_replace(request::text,
+               '("(?:[^"\\]|\\.)*")|([,:]) |(\.[0-9]*[1-9])0+(?![0-9])|\.0+(?![0-9])',
+               '\1\2\3', 'g'), 'UTF8'))
 $$;
 REVOKE ALL ON FUNCTION idem_fingerprint(jsonb) FROM PUBLIC;
 
--- The key of some parts, none NULL: SHA-256 of the netstrings
--- "<bytes>:<part>," of their UTF-8 forms, as 64 lowercase hex digits
--- (run under the caller's pinned search_path, as idem.hash_canonical).
-CREATE OR REPLACE FUNCTION idem.hash_parts(parts text[])
-RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-AS $$
-    SELECT encode(sha256(string_agg(
-               convert_to(octet_length(u.b)::text || ':', 'UTF8')
-               || u.b || '\x2c'::bytea, ''::bytea ORDER BY u.n)), 'hex')
-    FROM (SELECT convert_to(p.p, 'UTF8') AS b, p.n
-          FROM unnest(parts) WITH ORDINALITY AS p(p, n)) u
-$$;
-REVOKE ALL ON FUNCTION idem.hash_parts(text[]) FROM PUBLIC;
-
--- idem_key(VARIADIC parts text[]): a deterministic key of its parts.
+-- idem_key(VARIADIC parts text[]): a deterministic key of its parts, the
+-- SHA-256 of the netstrings "<bytes>:<part>," of their UTF-8 forms, as 64
+-- lowercase hex digits.
 CREATE OR REPLACE FUNCTION idem_key(VARIADIC parts text[])
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -88,7 +69,10 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22004',
             MESSAGE = format('part %s of the key must not be null', i);
     END IF;
-    RETURN idem.hash_parts(parts);
+    RETURN (SELECT encode(sha256(string_agg(convert_to(octet_length(u.b) || ':', 'UTF8')
+                                            || u.b || '\x2c'::bytea, ''::bytea ORDER BY u.n)), 'hex')
+            FROM (SELECT convert_to(p.p, 'UTF8') AS b, p.n
+                  FROM unnest(parts) WITH ORDINALITY AS p(p, n)) u);
 END
 $$;
 REVOKE ALL ON FUNCTION idem_key(text[]) FROM PUBLIC;
@@ -199,8 +183,12 @@ BEGIN
             DETAIL = 'The year must be between 1 and 9999.';
     END IF;
 
-    RETURN 'PAY_IDEM_' || idem.hash_parts(ARRAY[merchant_id, merchant_order_id, rounded::text,
-                                                code, to_char(request_date, 'YYYY-MM-DD')]);
+    -- the key of the parts, as idem_key makes it
+    RETURN (SELECT 'PAY_IDEM_' || encode(sha256(string_agg(convert_to(octet_length(u.b) || ':', 'UTF8')
+                                                          || u.b || '\x2c'::bytea, ''::bytea ORDER BY u.n)), 'hex')
+            FROM (SELECT convert_to(p.p, 'UTF8') AS b, p.n
+                  FROM unnest(ARRAY[merchant_id, merchant_order_id, rounded::text, code,
+                                    to_char(request_date, 'YYYY-MM-DD')]) WITH ORDINALITY AS p(p, n)) u);
 END
 $$;
 REVOKE ALL ON FUNCTION idem_payment_key(text, text, numeric, text, date) FROM PUBLIC;
