@@ -21,53 +21,26 @@
 -- SECURITY DEFINER too: the helpers they call live in schema idem, which a
 -- role granted EXECUTE on them alone cannot reach.  Internals are idem.wh_*.
 
--- The webhook-specific argument check: a source (may be empty) or event id
--- (not empty), not NULL, at most 255 bytes, with the C edition's errors.
-CREATE OR REPLACE FUNCTION idem.wh_check_text(v text, what text, may_be_empty boolean)
+-- Raise the error e of the shared checks (10_input.sql): {sqlstate,
+-- message, detail, hint}, detail and hint possibly NULL
+CREATE OR REPLACE FUNCTION idem.wh_raise(e text[])
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE
 AS $$
 BEGIN
-    IF v IS NULL THEN
-        IF may_be_empty THEN
-            RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
-                MESSAGE = format('%s must not be null', what),
-                HINT = format('Use the empty string for the default %s.', what);
-        END IF;
-        RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
-            MESSAGE = format('%s must not be null', what);
+    IF e IS NULL THEN
+        RETURN;
+    ELSIF e[3] IS NULL AND e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2];
+    ELSIF e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3];
+    ELSIF e[3] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], HINT = e[4];
     END IF;
-    IF v = '' AND NOT may_be_empty THEN
-        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-            MESSAGE = format('%s must not be empty', what);
-    END IF;
-    IF octet_length(v) > 255 THEN
-        RAISE EXCEPTION USING ERRCODE = 'string_data_right_truncation',
-            MESSAGE = format('%s is too long', what),
-            DETAIL = format('It is %s bytes; the limit is 255.', octet_length(v));
-    END IF;
+    RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3], HINT = e[4];
 END
 $$;
-REVOKE ALL ON FUNCTION idem.wh_check_text(text, text, boolean) FROM PUBLIC;
-
--- Refuse a write where the C edition's idem_check_writable does: a
--- read-only transaction, a standby (what: the function's name with "()").
-CREATE OR REPLACE FUNCTION idem.wh_check_writable(what text)
-RETURNS void
-LANGUAGE plpgsql STABLE
-AS $$
-BEGIN
-    IF pg_is_in_recovery() THEN
-        RAISE EXCEPTION USING ERRCODE = 'read_only_sql_transaction',
-            MESSAGE = format('cannot execute %s during recovery', what);
-    END IF;
-    IF current_setting('transaction_read_only') = 'on' THEN
-        RAISE EXCEPTION USING ERRCODE = 'read_only_sql_transaction',
-            MESSAGE = format('cannot execute %s in a read-only transaction', what);
-    END IF;
-END
-$$;
-REVOKE ALL ON FUNCTION idem.wh_check_writable(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem.wh_raise(text[]) FROM PUBLIC;
 
 -- An interval's months, days and time parts, in seconds, a month counting
 -- as 30 days (as the C edition measures a tolerance).
@@ -104,66 +77,6 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.wh_tolerance(interval, boolean) FROM PUBLIC;
 
--- idem.webhook_ttl as an interval: the setting (a bare number is seconds,
--- as the C edition's GUC reads it), 7 days when unset.
-CREATE OR REPLACE FUNCTION idem.wh_default_ttl()
-RETURNS interval
-LANGUAGE sql STABLE
-AS $$
-    SELECT CASE
-        WHEN s IS NULL OR btrim(s) = '' THEN interval '7 days'
-        WHEN s ~ '^\s*\d+\s*$' THEN make_interval(secs => btrim(s)::double precision)
-        ELSE s::interval
-    END
-    FROM current_setting('idem.webhook_ttl', true) s
-$$;
-REVOKE ALL ON FUNCTION idem.wh_default_ttl() FROM PUBLIC;
-
--- A ttl argument checked as the C edition's idem_arg_interval checks it
--- (positive, ending before the end of time); NULL gives idem.webhook_ttl.
-CREATE OR REPLACE FUNCTION idem.wh_ttl(ttl interval)
-RETURNS interval
-LANGUAGE plpgsql STABLE
-AS $$
-DECLARE
-    now_ts timestamptz := clock_timestamp();
-    months numeric;
-    days numeric;
-    secs numeric;
-    cal timestamptz;
-    ends timestamptz;
-BEGIN
-    IF ttl IS NULL THEN
-        RETURN idem.wh_default_ttl();
-    END IF;
-    months := extract(year FROM ttl) * 12 + extract(month FROM ttl);
-    days := extract(day FROM ttl);
-    secs := extract(epoch FROM ttl - date_trunc('day', ttl));
-    IF months <= 0 AND days <= 0 AND secs <= 0 THEN
-        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'ttl must be positive';
-    END IF;
-    BEGIN
-        cal := now_ts + date_trunc('day', ttl);
-        ends := cal + (ttl - date_trunc('day', ttl));
-        IF NOT isfinite(ends) THEN
-            RAISE EXCEPTION USING ERRCODE = 'datetime_field_overflow';
-        END IF;
-    EXCEPTION WHEN datetime_field_overflow OR numeric_value_out_of_range THEN
-        IF secs > 0 OR months > 0 OR days > 0 THEN
-            RAISE EXCEPTION USING ERRCODE = 'datetime_field_overflow',
-                MESSAGE = 'ttl is too long',
-                DETAIL = 'Added to the current time, it ends after the last timestamp, 294276-12-31 23:59:59.999999 UTC.';
-        END IF;
-        ends := '-infinity';
-    END;
-    IF ends <= now_ts THEN
-        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'ttl must be positive';
-    END IF;
-    RETURN ttl;
-END
-$$;
-REVOKE ALL ON FUNCTION idem.wh_ttl(interval) FROM PUBLIC;
-
 -- Record a delivery of (source, event_id), kept for ttl (checked): true the
 -- first time, false for a duplicate.  The insert waits for an uncommitted
 -- record of the same delivery and answers from how its transaction ended; a
@@ -199,25 +112,16 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
-DECLARE
-    setting text;
 BEGIN
-    IF source IS NULL OR octet_length(source) > 255 THEN
-        PERFORM idem.wh_check_text(source, 'source', true);
+    IF source IS NULL OR octet_length(source) > 255 OR event_id IS NULL OR event_id = ''
+       OR octet_length(event_id) > 255 OR ttl IS NOT NULL
+       OR current_setting('transaction_read_only') = 'on' THEN
+        PERFORM idem.wh_raise(coalesce(idem.input_scope_error(source, 'source'),
+                                       idem.input_key_error(event_id, 'event_id'),
+                                       idem.input_interval_error(ttl, 'ttl'),
+                                       idem.input_writable_error('idem_webhook()')));
     END IF;
-    IF event_id IS NULL OR event_id = '' OR octet_length(event_id) > 255 THEN
-        PERFORM idem.wh_check_text(event_id, 'event_id', false);
-    END IF;
-    IF ttl IS NOT NULL THEN
-        ttl := idem.wh_ttl(ttl);
-    ELSE
-        setting := current_setting('idem.webhook_ttl', true);
-        ttl := CASE WHEN setting IS NULL OR setting = '' THEN interval '7 days' ELSE idem.wh_default_ttl() END;
-    END IF;
-    IF current_setting('transaction_read_only') = 'on' THEN
-        PERFORM idem.wh_check_writable('idem_webhook()');
-    END IF;
-    RETURN idem.wh_record(source, event_id, ttl);
+    RETURN idem.wh_record(source, event_id, coalesce(ttl, idem.setting_interval('idem.webhook_ttl', interval '7 days')));
 END
 $$;
 REVOKE ALL ON FUNCTION idem_webhook(text, text, interval) FROM PUBLIC;
@@ -814,7 +718,7 @@ AS $$
 DECLARE
     s text;
 BEGIN
-    PERFORM idem.wh_check_text(source, 'source', true);
+    PERFORM idem.wh_raise(idem.input_scope_error(source, 'source'));
     scheme := idem.wh_scheme(scheme);
     IF secrets IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'secrets must not be null';
@@ -840,16 +744,14 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'allowed_ips must not be empty';
         END IF;
     END IF;
-    IF ttl IS NOT NULL THEN
-        PERFORM idem.wh_ttl(ttl);
-    END IF;
+    PERFORM idem.wh_raise(idem.input_interval_error(ttl, 'ttl'));
     FOREACH s IN ARRAY secrets LOOP
         IF s = '' THEN
             RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'webhook secret must not be empty';
         END IF;
         PERFORM idem.wh_key(scheme, s);
     END LOOP;
-    PERFORM idem.wh_check_writable('idem_webhook_source_set()');
+    PERFORM idem.wh_raise(idem.input_writable_error('idem_webhook_source_set()'));
     INSERT INTO idem.webhook_sources AS w (source, scheme, secrets, tolerance, allowed_ips, ttl, updated_at)
     VALUES (source, scheme, secrets, tolerance, allowed_ips, ttl, transaction_timestamp())
     ON CONFLICT ON CONSTRAINT webhook_sources_pkey DO UPDATE
@@ -867,8 +769,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
 BEGIN
-    PERFORM idem.wh_check_text(source, 'source', true);
-    PERFORM idem.wh_check_writable('idem_webhook_source_drop()');
+    PERFORM idem.wh_raise(coalesce(idem.input_scope_error(source, 'source'),
+                                   idem.input_writable_error('idem_webhook_source_drop()')));
     DELETE FROM idem.webhook_sources w WHERE w.source = idem_webhook_source_drop.source;
     RETURN FOUND;
 END
@@ -917,7 +819,7 @@ DECLARE
     tol numeric;
     genuine boolean;
 BEGIN
-    PERFORM idem.wh_check_text(source, 'source', true);
+    PERFORM idem.wh_raise(idem.input_scope_error(source, 'source'));
     IF payload IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'payload must not be null',
             HINT = 'Pass the raw body as received; an empty body is the empty string.';
@@ -926,7 +828,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'headers must not be null',
             HINT = 'Pass the request''s headers as a JSON object of name to string.';
     END IF;
-    PERFORM idem.wh_check_writable('idem_webhook_receive()');
+    PERFORM idem.wh_raise(idem.input_writable_error('idem_webhook_receive()'));
 
     SELECT * INTO src FROM idem.webhook_sources w WHERE w.source = idem_webhook_receive.source;
     IF NOT FOUND THEN
@@ -957,7 +859,7 @@ BEGIN
         status := 'rejected'; reason := 'malformed';
         RETURN;
     END IF;
-    status := CASE WHEN idem.wh_record(source, event_id, coalesce(src.ttl, idem.wh_default_ttl()))
+    status := CASE WHEN idem.wh_record(source, event_id, coalesce(src.ttl, idem.setting_interval('idem.webhook_ttl', interval '7 days')))
                    THEN 'new' ELSE 'duplicate' END;
 END
 $$;
