@@ -190,13 +190,34 @@ RETURN CASE
     ELSE pg_column_size(v::text::jsonb) - 4
 END;
 
+-- The error for a jsonb value (what names it) whose text, as jsonb prints
+-- it, would be over 1023 MB, the most a replay holds (idem_http_claim prints
+-- it, a client reads idem_claim's); NULL when it is good.  One byte of jsonb
+-- prints as at most 10600 bytes of text (a numeric of the largest weight),
+-- so a value of up to about 100 kB always fits; a larger one is read
+-- through, each scalar and key counted with 2 bytes for its separator.
+CREATE OR REPLACE FUNCTION idem.input_jsonb_prints_error(v jsonb, what text) RETURNS text[]
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN CASE
+    WHEN idem.input_jsonb_bytes(v) > 1072693248 / 10600
+     AND (SELECT sum(octet_length(i::text) + 2)
+            FROM jsonb_path_query(v, 'strict $.** ? (@.type() != "object" && @.type() != "array")') i)
+         + coalesce((SELECT sum(octet_length(k::text) + 2)
+                       FROM jsonb_path_query(v, 'strict $.** ? (@.type() == "object").keyvalue().key') k), 0)
+         > 1072693248
+    THEN ARRAY['54000', what || ' is too large to replay',
+               'As jsonb prints it, its text is over 1023 MB, the most a replay holds.', NULL]
+END;
+
 -- The error for a jsonb response, error or checkpoint data over
--- idem.max_response_size; NULL when it is good or NULL.  A value of at most
--- 1024 bytes with its header is within any setting, and is not measured.
+-- idem.max_response_size, or that a replay could not print; NULL when it is
+-- good or NULL.  A value of at most 1024 bytes with its header is within any
+-- setting, and is not measured.
 CREATE OR REPLACE FUNCTION idem.input_jsonb_error(v jsonb, what text) RETURNS text[]
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN CASE WHEN pg_column_size(v) > 1024
-            THEN idem.input_size_error(idem.input_jsonb_bytes(v), what) END;
+            THEN coalesce(idem.input_size_error(idem.input_jsonb_bytes(v), what),
+                          idem.input_jsonb_prints_error(v, what)) END;
 
 -- The error for a write where PostgreSQL refuses one (a read-only
 -- transaction, a standby), with the C edition's message naming the
@@ -217,5 +238,6 @@ REVOKE ALL ON FUNCTION idem.input_key_error(text, text), idem.input_scope_error(
     idem.input_after(timestamptz, interval, text), idem.input_interval_error(interval, text),
     idem.setting_interval(text, interval), idem.setting_ttl(), idem.setting_lease(),
     idem.setting_max_response_kb(), idem.input_size_error(bigint, text),
-    idem.input_jsonb_bytes(jsonb), idem.input_jsonb_error(jsonb, text),
+    idem.input_jsonb_bytes(jsonb), idem.input_jsonb_prints_error(jsonb, text),
+    idem.input_jsonb_error(jsonb, text),
     idem.input_writable_error(text) FROM PUBLIC;

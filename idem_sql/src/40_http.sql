@@ -1,0 +1,224 @@
+-- idem_http_claim and idem_http_respond: a claim answered in the terms of
+-- the IETF Idempotency-Key draft (draft-ietf-httpapi-idempotency-key-header),
+-- and the attempt finished with the HTTP response exactly as sent:
+--
+--   claimed      no answer: do the work, then idem_http_respond
+--   completed    the stored status and body, byte for byte
+--   failed       the same (a final failure, such as a declined card)
+--   in_progress  409, Retry-After
+--   mismatch     422
+--   bad_key      400: no Idempotency-Key, an empty one or one too long
+--
+-- 409, 422 and 400 come with an RFC 9457 problem body.  A key finished by
+-- idem_complete or idem_fail replays as 200 or 400 with its jsonb's text.
+--
+-- A duplicate of a request still in flight (an uncommitted claim) is waited
+-- for at most `wait`, in the lock manager as idem_claim waits: the claim is
+-- tried again in a subtransaction with lock_timeout set to what is left of
+-- the wait (and of statement_timeout, so that it ends first); when it fires,
+-- the subtransaction is rolled back, the answer is in_progress and the
+-- caller's transaction goes on.  The session's lock_timeout is restored.
+--
+-- A claim made without a lease outside a transaction block must be finished
+-- by the statement that made it: its row is marked (lease_until infinity,
+-- which no other transaction ever sees) and a deferred constraint trigger
+-- refuses the commit if it is still in progress then.
+
+-- The problem body (RFC 9457) of an answer that is not a replay.
+CREATE OR REPLACE FUNCTION idem.http_problem(title text, http_status integer, detail text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN '{"type":"about:blank","title":"' || title || '","status":' || http_status
+       || ',"detail":"' || detail || '"}';
+
+-- Refuse the commit of a claim that idem_http_claim made outside a
+-- transaction block, without a lease, and that is still in progress (the
+-- deferred constraint trigger below runs it at commit).
+CREATE OR REPLACE FUNCTION idem.http_must_finish() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT FROM idem.keys k
+                WHERE k.key = NEW.key AND k.scope = NEW.scope AND k.token = NEW.token
+                  AND k.state = 'processing' AND k.lease_until = 'infinity') THEN
+        RAISE EXCEPTION USING ERRCODE = '25P01',
+            MESSAGE = format('key "%s" was claimed outside a transaction block and not finished', NEW.key),
+            DETAIL = 'The claim would commit as processing, without the work of its request.',
+            HINT = 'Run idem_http_claim, the work and idem_http_respond in one transaction, or pass a lease for a two-phase claim.  Behind pgbouncer, see the driver settings in doc/operations.md.';
+    END IF;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.http_problem(text, integer, text), idem.http_must_finish() FROM PUBLIC;
+
+DROP TRIGGER IF EXISTS keys_http_must_finish ON idem.keys;
+CREATE CONSTRAINT TRIGGER keys_http_must_finish
+    AFTER INSERT OR UPDATE ON idem.keys
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW WHEN (NEW.lease_until = 'infinity')
+    EXECUTE FUNCTION idem.http_must_finish();
+
+-- Claim the key of an HTTP request and say what to answer if it is not this
+-- request's to do; a duplicate of a request in flight waits for it at most
+-- `wait` (NULL: as long as it takes).
+CREATE OR REPLACE FUNCTION idem_http_claim(
+    key text, fingerprint bytea DEFAULT NULL, scope text DEFAULT '',
+    wait interval DEFAULT '0 s', lease interval DEFAULT NULL, ttl interval DEFAULT NULL,
+    OUT status text, OUT http_status integer, OUT body text, OUT content_type text,
+    OUT retry_after integer, OUT token bigint, OUT attempt integer,
+    OUT checkpoint text, OUT checkpoint_data jsonb)
+RETURNS record
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    e text[];
+    v_lease interval := coalesce(lease, idem.setting_lease());
+    v_ttl interval := coalesce(ttl, idem.setting_ttl());
+    deadline timestamptz;
+    left_ms numeric;
+    saved_lock_timeout text;
+    c record;
+BEGIN
+    IF NOT idem.input_key_valid(key) THEN
+        status := 'bad_key';
+        http_status := 400;
+        body := idem.http_problem('Idempotency-Key is missing or invalid', 400,
+            'This operation is idempotent: send an Idempotency-Key header of 1 to 255 bytes.');
+        content_type := 'application/problem+json';
+        RETURN;
+    END IF;
+    e := coalesce(idem.input_fingerprint_error(fingerprint), idem.input_scope_error(scope, 'scope'),
+                  idem.input_interval_error(v_lease, 'lease'), idem.input_interval_error(v_ttl, 'ttl'),
+                  CASE WHEN date_part('year', wait) < 0 OR date_part('month', wait) < 0
+                            OR date_part('day', wait) < 0 OR wait - date_trunc('day', wait) < interval '0'
+                       THEN ARRAY['22023', 'wait must not be negative'] END);
+    IF e IS NULL AND wait IS NOT NULL THEN
+        deadline := clock_timestamp();
+        IF wait <> interval '0' THEN
+            e := idem.input_after_error(deadline, wait, 'wait');
+            deadline := CASE WHEN e IS NULL THEN idem.input_end(deadline, wait) END;
+        END IF;
+    END IF;
+    e := coalesce(e, idem.input_writable_error('idem_claim()'));
+    IF e IS NOT NULL THEN
+        IF e[3] IS NULL AND e[4] IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2];
+        ELSIF e[4] IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3];
+        ELSIF e[3] IS NULL THEN
+            RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], HINT = e[4];
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3], HINT = e[4];
+    END IF;
+
+    IF wait IS NULL THEN
+        c := idem.claim_key(key, fingerprint, scope, v_lease, v_ttl, true);
+    ELSE
+        -- a bounded wait tries first without waiting: most claims are answered so
+        BEGIN
+            c := idem.claim_key_nowait(key, fingerprint, scope, v_lease, v_ttl);
+        EXCEPTION WHEN lock_not_available THEN
+            c := ROW('in_progress', NULL, NULL, NULL, NULL, NULL, interval '1 s', NULL, NULL);
+        END;
+        -- only a request in flight, which has no attempt to tell yet, is
+        -- waited for (a committed attempt's lease is not)
+        left_ms := extract(epoch FROM deadline - clock_timestamp()) * 1000;
+        IF current_setting('statement_timeout') <> '0' THEN
+            -- end before statement_timeout would, so the answer is 409, not an abort
+            left_ms := least(left_ms, extract(epoch FROM statement_timestamp()
+                + current_setting('statement_timeout')::interval - clock_timestamp()) * 1000 - 20);
+        END IF;
+        IF c.status = 'in_progress' AND c.attempt IS NULL AND left_ms >= 1 THEN
+            BEGIN
+                saved_lock_timeout := current_setting('lock_timeout');
+                PERFORM set_config('lock_timeout', ceil(left_ms) || 'ms', true);
+                c := idem.claim_key(key, fingerprint, scope, v_lease, v_ttl, true);
+                PERFORM set_config('lock_timeout', saved_lock_timeout, true);
+            EXCEPTION WHEN lock_not_available THEN
+                NULL;       -- the time ran out: nothing of the try is left
+            END;
+        END IF;
+    END IF;
+
+    status := c.status;
+    attempt := c.attempt;
+    CASE c.status
+    WHEN 'claimed' THEN
+        token := c.token;
+        checkpoint := c.checkpoint;
+        checkpoint_data := c.checkpoint_data;
+        -- without a lease, the request is to be finished in this transaction:
+        -- outside a transaction block that is the statement's own
+        IF lease IS NULL AND transaction_timestamp() = statement_timestamp() THEN
+            UPDATE idem.keys k SET lease_until = 'infinity'
+             WHERE k.key = idem_http_claim.key AND k.scope = idem_http_claim.scope
+               AND k.token = c.token;
+        END IF;
+    WHEN 'completed', 'failed' THEN
+        http_status := coalesce(c.http_status, CASE c.status WHEN 'completed' THEN 200 ELSE 400 END);
+        body := coalesce(c.body, c.response::text);
+        content_type := 'application/json';
+    WHEN 'in_progress' THEN
+        http_status := 409;
+        body := idem.http_problem('A request is outstanding for this Idempotency-Key', 409,
+                                  'Retry after the time in Retry-After.');
+        content_type := 'application/problem+json';
+        -- whole seconds, rounded up, at least 1
+        retry_after := least(greatest(ceil(extract(epoch FROM justify_hours(
+                           c.retry_after - date_trunc('month', c.retry_after)))), 1), 2147483647);
+    ELSE
+        http_status := 422;
+        body := idem.http_problem('Idempotency-Key is already used', 422,
+            'This Idempotency-Key was used with another request; send a new key for a new request.');
+        content_type := 'application/problem+json';
+    END CASE;
+END
+$$;
+
+-- Finish the attempt with the HTTP response exactly as the application
+-- sends it, to be replayed byte for byte: completed below 400, failed
+-- (final) from 400.
+CREATE OR REPLACE FUNCTION idem_http_respond(
+    key text, http_status integer, body text, scope text DEFAULT '', token bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    e text[];
+BEGIN
+    e := coalesce(idem.input_key_error(key, 'key'), idem.input_scope_error(scope, 'scope'),
+                  idem.input_size_error(octet_length(body), 'body'),
+                  CASE WHEN http_status IS NULL THEN ARRAY['22004', 'http_status must not be null']
+                       WHEN http_status NOT BETWEEN 200 AND 599 THEN
+                           ARRAY['22023', 'http_status must be between 200 and 599',
+                                 format('It is %s; an interim (1xx) answer is not a response to replay.', http_status)]
+                  END);
+    IF e IS NULL THEN
+        -- idem_claim replays the body as jsonb: refuse one jsonb refuses, with its error
+        e := coalesce(idem.input_jsonb_prints_error(body::jsonb, 'body'),
+                      idem.input_writable_error('idem_http_respond'),
+                      idem.claim_finish(CASE WHEN http_status < 400 THEN 'complete' ELSE 'fail' END,
+                                        'idem_http_respond', key, scope, token, NULL, NULL, NULL,
+                                        http_status::smallint, body));
+        IF e IS NULL THEN
+            RETURN;
+        END IF;
+    END IF;
+    IF e[3] IS NULL AND e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2];
+    ELSIF e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3];
+    ELSIF e[3] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], HINT = e[4];
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3], HINT = e[4];
+END
+$$;
+
+REVOKE ALL ON FUNCTION idem_http_claim(text, bytea, text, interval, interval, interval),
+    idem_http_respond(text, integer, text, text, bigint) FROM PUBLIC;
