@@ -85,6 +85,9 @@ if [ "$mode" = test ]; then
 		want "postgresql-contrib-$PG_MAJOR" test -f "$PGSHARE/extension/pgcrypto.control"
 	fi
 	want "postgresql-$PG_MAJOR-cron" test -f "$PGSHARE/extension/pg_cron.control"
+	# flex: pg_tle's build (its src/guc-file.l), which the SQL edition's
+	# test makes from the vendored source (test/tap/components/129_sql_edition.pl)
+	want flex command -v flex
 	want libipc-run-perl perl -MIPC::Run -e 1
 	# DBD::Pg (and DBI): the two client sessions of the claim fuzzer
 	want libdbd-pg-perl perl -MDBD::Pg -e 1
