@@ -22,14 +22,16 @@
 -- role granted EXECUTE on them alone cannot reach.  Internals are idem.wh_*.
 
 -- Raise the error e of the shared checks (10_input.sql): {sqlstate,
--- message, detail, hint}, detail and hint possibly NULL
-CREATE OR REPLACE FUNCTION idem.wh_raise(e text[])
-RETURNS void
-LANGUAGE plpgsql IMMUTABLE
+-- message, detail, hint}, detail and hint possibly NULL; true if e is NULL.
+-- The raising helpers here are called in assignments, never by PERFORM
+-- (which runs a query, whose error context then quotes the SQL statement).
+CREATE OR REPLACE FUNCTION idem.wh_raise_if(e text[])
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE
 AS $$
 BEGIN
     IF e IS NULL THEN
-        RETURN;
+        RETURN true;
     ELSIF e[3] IS NULL AND e[4] IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2];
     ELSIF e[4] IS NULL THEN
@@ -40,7 +42,7 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3], HINT = e[4];
 END
 $$;
-REVOKE ALL ON FUNCTION idem.wh_raise(text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem.wh_raise_if(text[]) FROM PUBLIC;
 
 -- An interval's months, days and time parts, in seconds, a month counting
 -- as 30 days (as the C edition measures a tolerance).
@@ -112,11 +114,13 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
+DECLARE
+    ok boolean;
 BEGIN
     IF source IS NULL OR octet_length(source) > 255 OR event_id IS NULL OR event_id = ''
        OR octet_length(event_id) > 255 OR ttl IS NOT NULL
        OR current_setting('transaction_read_only') = 'on' THEN
-        PERFORM idem.wh_raise(coalesce(idem.input_scope_error(source, 'source'),
+        ok := idem.wh_raise_if(coalesce(idem.input_scope_error(source, 'source'),
                                        idem.input_key_error(event_id, 'event_id'),
                                        idem.input_interval_error(ttl, 'ttl'),
                                        idem.input_writable_error('idem_webhook()')));
@@ -354,19 +358,13 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.wh_scheme(text) FROM PUBLIC;
 
--- The error of what only the C edition can do
-CREATE OR REPLACE FUNCTION idem.wh_needs_c(what text, why text)
-RETURNS void
-LANGUAGE plpgsql IMMUTABLE
-AS $$
-BEGIN
-    RAISE EXCEPTION USING ERRCODE = 'feature_not_supported',
-        MESSAGE = format('%s needs idem''s C edition', what),
-        DETAIL = why,
-        HINT = 'idem_sql verifies the HMAC-SHA256 schemes only; install the extension idem where the server can load its library.';
-END
-$$;
-REVOKE ALL ON FUNCTION idem.wh_needs_c(text, text) FROM PUBLIC;
+-- The error of what only the C edition can do, for idem.wh_raise
+CREATE OR REPLACE FUNCTION idem.wh_c_only(what text, why text)
+RETURNS text[]
+LANGUAGE sql IMMUTABLE
+RETURN ARRAY['0A000', what || ' needs idem''s C edition', why,
+             'idem_sql verifies the HMAC-SHA256 schemes only; install the extension idem where the server can load its library.'];
+REVOKE ALL ON FUNCTION idem.wh_c_only(text, text) FROM PUBLIC;
 
 -- The HMAC key of a secret (not NULL, checked) of a known scheme, as its
 -- sender keys the HMAC; an error, before any request is read, for a
@@ -379,6 +377,7 @@ DECLARE
     s text := secret;
     is_pk boolean := false;
     k bytea;
+    ok boolean;
 BEGIN
     IF secret IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'webhook secret must not be null';
@@ -407,8 +406,8 @@ BEGIN
                     MESSAGE = 'webhook public key is not an Ed25519 key',
                     DETAIL = format('A "whpk_" secret of the "%s" scheme is the base64 of the 32 bytes of an Ed25519 public key; this one has %s.', scheme, length(k));
             END IF;
-            PERFORM idem.wh_needs_c(format('scheme "%s" with a "whpk_" key', scheme),
-                                    'Its "v1a" signatures are Ed25519, which pgcrypto cannot verify.');
+            ok := idem.wh_raise_if(idem.wh_c_only(format('scheme "%s" with a "whpk_" key', scheme),
+                                    'Its "v1a" signatures are Ed25519, which pgcrypto cannot verify.'));
         END IF;
         RETURN k;
     WHEN 'adyen' THEN
@@ -420,11 +419,11 @@ BEGIN
         END IF;
         RETURN decode(s, 'hex');
     WHEN 'alipay' THEN
-        PERFORM idem.wh_needs_c('scheme "alipay"', 'Alipay signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.');
+        ok := idem.wh_raise_if(idem.wh_c_only('scheme "alipay"', 'Alipay signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.'));
     WHEN 'unionpay' THEN
-        PERFORM idem.wh_needs_c('scheme "unionpay"', 'UnionPay signs its notifications with RSA (SHA256withRSA) by certificates checked against a chain, which pgcrypto cannot verify.');
+        ok := idem.wh_raise_if(idem.wh_c_only('scheme "unionpay"', 'UnionPay signs its notifications with RSA (SHA256withRSA) by certificates checked against a chain, which pgcrypto cannot verify.'));
     WHEN 'wechatpay' THEN
-        PERFORM idem.wh_needs_c('scheme "wechatpay"', 'WeChat Pay signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.');
+        ok := idem.wh_raise_if(idem.wh_c_only('scheme "wechatpay"', 'WeChat Pay signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.'));
     ELSE
         -- stripe, paddle, github, shopify, razorpay, checkout: the text as given
         RETURN idem.wh_bytes(secret);
@@ -717,8 +716,10 @@ SET search_path = pg_catalog, idem, pg_temp
 AS $$
 DECLARE
     s text;
+    k bytea;
+    ok boolean;
 BEGIN
-    PERFORM idem.wh_raise(idem.input_scope_error(source, 'source'));
+    ok := idem.wh_raise_if(idem.input_scope_error(source, 'source'));
     scheme := idem.wh_scheme(scheme);
     IF secrets IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'secrets must not be null';
@@ -735,7 +736,7 @@ BEGIN
     IF tolerance IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'tolerance must not be null';
     END IF;
-    PERFORM idem.wh_tolerance(tolerance, false);
+    ok := idem.wh_tolerance(tolerance, false) >= 0;
     IF allowed_ips IS NOT NULL THEN
         IF array_position(allowed_ips, NULL) IS NOT NULL THEN
             RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'allowed_ips must not contain null';
@@ -744,14 +745,14 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'allowed_ips must not be empty';
         END IF;
     END IF;
-    PERFORM idem.wh_raise(idem.input_interval_error(ttl, 'ttl'));
+    ok := idem.wh_raise_if(idem.input_interval_error(ttl, 'ttl'));
     FOREACH s IN ARRAY secrets LOOP
         IF s = '' THEN
             RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'webhook secret must not be empty';
         END IF;
-        PERFORM idem.wh_key(scheme, s);
+        k := idem.wh_key(scheme, s);
     END LOOP;
-    PERFORM idem.wh_raise(idem.input_writable_error('idem_webhook_source_set()'));
+    ok := idem.wh_raise_if(idem.input_writable_error('idem_webhook_source_set()'));
     INSERT INTO idem.webhook_sources AS w (source, scheme, secrets, tolerance, allowed_ips, ttl, updated_at)
     VALUES (source, scheme, secrets, tolerance, allowed_ips, ttl, transaction_timestamp())
     ON CONFLICT ON CONSTRAINT webhook_sources_pkey DO UPDATE
@@ -768,8 +769,10 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
+DECLARE
+    ok boolean;
 BEGIN
-    PERFORM idem.wh_raise(coalesce(idem.input_scope_error(source, 'source'),
+    ok := idem.wh_raise_if(coalesce(idem.input_scope_error(source, 'source'),
                                    idem.input_writable_error('idem_webhook_source_drop()')));
     DELETE FROM idem.webhook_sources w WHERE w.source = idem_webhook_source_drop.source;
     RETURN FOUND;
@@ -815,11 +818,13 @@ SET search_path = pg_catalog, idem, pg_temp
 AS $$
 DECLARE
     src idem.webhook_sources;
-    keys bytea[];
+    keys bytea[] := '{}';
+    s text;
+    ok boolean;
     tol numeric;
     genuine boolean;
 BEGIN
-    PERFORM idem.wh_raise(idem.input_scope_error(source, 'source'));
+    ok := idem.wh_raise_if(idem.input_scope_error(source, 'source'));
     IF payload IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'payload must not be null',
             HINT = 'Pass the raw body as received; an empty body is the empty string.';
@@ -828,7 +833,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'headers must not be null',
             HINT = 'Pass the request''s headers as a JSON object of name to string.';
     END IF;
-    PERFORM idem.wh_raise(idem.input_writable_error('idem_webhook_receive()'));
+    ok := idem.wh_raise_if(idem.input_writable_error('idem_webhook_receive()'));
 
     SELECT * INTO src FROM idem.webhook_sources w WHERE w.source = idem_webhook_receive.source;
     IF NOT FOUND THEN
@@ -840,7 +845,9 @@ BEGIN
         RETURN;
     END IF;
 
-    keys := ARRAY(SELECT idem.wh_key(src.scheme, s) FROM unnest(src.secrets) s);
+    FOREACH s IN ARRAY src.secrets LOOP
+        keys := keys || idem.wh_key(src.scheme, s);
+    END LOOP;
     tol := idem.wh_interval_secs(src.tolerance);
     SELECT bool_or(idem.wh_check(src.scheme, k, payload, headers, tol)) INTO genuine FROM unnest(keys) k;
     IF NOT genuine THEN
@@ -873,6 +880,8 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
+DECLARE
+    ok boolean;
 BEGIN
     IF api_v3_key IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'api_v3_key must not be null';
@@ -886,8 +895,8 @@ BEGIN
     IF resource IS NULL THEN
         RETURN NULL;
     END IF;
-    PERFORM idem.wh_needs_c('idem_wechatpay_decrypt',
-                            'WeChat Pay encrypts its resources with AES-256-GCM, which pgcrypto does not have.');
+    ok := idem.wh_raise_if(idem.wh_c_only('idem_wechatpay_decrypt',
+                            'WeChat Pay encrypts its resources with AES-256-GCM, which pgcrypto does not have.'));
     RETURN NULL;
 END
 $$;
