@@ -52,7 +52,7 @@ NOT_ACTIVE = ['HRK', 'SLL', 'ZWL', 'ANG', 'CUC', 'BGN', 'ABC', 'US', 'USDD',
 # characters strings are made of: every control character but NUL, the
 # characters JSON escapes, multibyte UTF-8 of each length, emoji
 CHARS = ([chr(c) for c in range(1, 32)] + ['"', '\\', '/', "'", ' ', '\x7f']
-         + list('abcXYZ019:,{}[]|') + ['é', 'ß', 'ÿ', 'Ω', '中', '文', '€',
+         + list('abcXYZ0159:,.{}[]|') + [', ', ': ', '.0', '1.50', '\\"', 'é', 'ß', 'ÿ', 'Ω', '中', '文', '€',
                                         '\u2028', '\u2029', '\ufeff', '😀',
                                         '🇫🇷', '\U0010ffff', '\u0800'])
 
@@ -140,6 +140,8 @@ def rand_json(r, depth=0):
 def json_cases(r, count):
     cases = ['{}', '[]', '""', '0', '-0', 'null', 'true', '{"": ""}', '[[]]', '[{}]',
              '{"amount": 100.00, "currency": "USD"}',
+             '{"a": "x, y", "b": "1.50", "c": 1.50, "d: e": [2.0, "f. g"]}',
+             '{"k.0": 1.0, "x\\\\": "\\\\", "y": "\\", \\\\", "z": 0.10}',
              '[' + ','.join(SPECIAL_NUMBERS) + ']',
              json_string(r, ''.join(CHARS)),
              '{' + ','.join('%s: %d' % (json_string(r, c), i) for i, c in enumerate(CHARS)) + '}',
