@@ -205,7 +205,7 @@ sub make_owner
 my %installed;    # database => its owner, for those installed
 SKIP:
 {
-	skip "pg_tle: $tle_why", 9 if $tle_why;
+	skip "pg_tle: $tle_why", 10 if $tle_why;
 	my $dbh = make_owner('tle', 'tle_owner');
 	# what the platform has done: pg_tle in the database, and its admin
 	# role granted
@@ -228,6 +228,15 @@ SKIP:
 		"pgtle.install_extension takes idem_sql--$version.sql as it is");
 	is(value($dbh, 'CREATE EXTENSION idem_sql CASCADE; SELECT extversion FROM pg_extension WHERE extname = \'idem_sql\''),
 		$version, 'CREATE EXTENSION idem_sql CASCADE installs it (and pgcrypto)');
+	# (pg_tle adds itself to what the extension requires: DROP EXTENSION
+	# pg_tle CASCADE would drop idem_sql and its keys)
+	is( value(
+			$dbh, q{SELECT string_agg(r.extname, ',' ORDER BY r.extname)
+			FROM pg_depend d JOIN pg_extension e ON e.oid = d.objid
+			JOIN pg_extension r ON r.oid = d.refobjid
+			WHERE e.extname = 'idem_sql' AND d.classid = 'pg_extension'::regclass
+			  AND d.refclassid = 'pg_extension'::regclass}),
+		'pg_tle,pgcrypto', 'and it requires pgcrypto and pg_tle');
 
 	# A next version: the script again (every statement of it may run over
 	# an earlier install), and one comment changed
@@ -398,6 +407,9 @@ for my $db (@dbs)
 	my $back = value($cdbh, q{SELECT jsonb_agg(e) FROM idem_keys_export('{m-c-1,m-c-2,m-c-3}') e});
 	is(value($dbh, 'SELECT idem_keys_import($1::jsonb)', $back),
 		scalar @c_orders, "$db: the C edition's keys import there");
+	is( value($dbh, q{SELECT jsonb_agg(e ORDER BY e->>'scope', e->>'key') FROM idem_keys_export('{m-c-1,m-c-2,m-c-3}') e}),
+		value($cdbh, q{SELECT jsonb_agg(e ORDER BY e->>'scope', e->>'key') FROM idem_keys_export('{m-c-1,m-c-2,m-c-3}') e}),
+		"$db: and export there as from the C edition");
 	check_replays($dbh, $pay_sql, \@c_orders, $c_answers, "C -> $db");
 	is(value($dbh, q{SELECT count(*) FROM ledger WHERE merchant LIKE 'm-c-%'}),
 		0, "$db: no replay charged");
