@@ -205,7 +205,7 @@ sub make_owner
 my %installed;    # database => its owner, for those installed
 SKIP:
 {
-	skip "pg_tle: $tle_why", 10 if $tle_why;
+	skip "pg_tle: $tle_why", 11 if $tle_why;
 	my $dbh = make_owner('tle', 'tle_owner');
 	# what the platform has done: pg_tle in the database, and its admin
 	# role granted
@@ -219,6 +219,12 @@ SKIP:
 	# delimiters ($_pgtle_o_$, $_pgtle_i_$), and drops the \echo line and
 	# replaces @extschema@ itself, as CREATE EXTENSION does with files.
 	unlike($ext_script, qr/\$_pgtle_[io]_\$/, 'the script has none of the delimiters pg_tle refuses');
+	like(
+		value(
+			$dbh, q{SELECT pgtle.install_extension('idem_sql', $1, 'x', $2, ARRAY['pgcrypto'])},
+			$version, $ext_script . "\nSELECT '\$_pgtle_i_\$';\n"),
+		qr/invalid character in extension definition/,
+		'(pg_tle refuses a script with one of them)');
 	is( value(
 			$dbh, q{SELECT pgtle.install_extension('idem_sql', $1, $2, $3, ARRAY['pgcrypto'])},
 			$version,
