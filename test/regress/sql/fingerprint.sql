@@ -171,7 +171,7 @@ RESET client_min_messages;
 CREATE DATABASE regress_idem_utf8 TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C';
 CREATE DATABASE regress_idem_latin1 TEMPLATE template0 ENCODING 'LATIN1' LOCALE 'C';
 -- in each: the extensions, then the fingerprint and the comparison
-\set setup 'SET client_encoding = ''UTF8''; SET client_min_messages = warning; CREATE EXTENSION idem; CREATE EXTENSION pgcrypto; RESET client_min_messages;'
+\set setup 'SET client_encoding = ''UTF8''; SET client_min_messages = warning; CREATE EXTENSION pgcrypto; CREATE EXTENSION idem; RESET client_min_messages;'
 \set check 'SELECT getdatabaseencoding() AS encoding, encode(idem_fingerprint(j), ''hex'') AS fingerprint, idem_fingerprint(j) = digest(idem_canonical(j), ''sha256'') AS equals_digest FROM (SELECT ''{"name": "Zoë", "city": "Köln"}''::jsonb AS j) s'
 \c regress_idem_utf8
 :setup
