@@ -139,30 +139,27 @@ REVOKE ALL ON FUNCTION idem_webhook(text, text, interval) FROM PUBLIC;
 -- different cases, or its value is not a JSON string.  Taken as it is.
 CREATE OR REPLACE FUNCTION idem.wh_header(headers jsonb, name text)
 RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
-    SELECT CASE WHEN count(*) = 1 AND min(jsonb_typeof(h.value)) = 'string'
-                THEN min(h.value #>> '{}') END
-    FROM jsonb_each(CASE WHEN jsonb_typeof(headers) = 'object' THEN headers END) h
+DECLARE
+    n bigint;
+    kind text;
+    v text;
+BEGIN
+    IF jsonb_typeof(headers) IS DISTINCT FROM 'object' THEN
+        RETURN NULL;
+    END IF;
+    SELECT count(*), min(jsonb_typeof(h.value)), min(h.value #>> '{}') INTO n, kind, v
+    FROM jsonb_each(headers) h
     WHERE translate(h.key, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
-          = translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')
+          = translate(name, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz');
+    IF n = 1 AND kind = 'string' THEN
+        RETURN v;
+    END IF;
+    RETURN NULL;
+END
 $$;
 REVOKE ALL ON FUNCTION idem.wh_header(jsonb, text) FROM PUBLIC;
-
--- The elements of a sep-separated list, each split at its first pair_sep
--- into name and value, all trimmed of spaces and tabs, in order; an
--- element without pair_sep is left out.
-CREATE OR REPLACE FUNCTION idem.wh_pairs(list text, sep text, pair_sep text)
-RETURNS TABLE (name text, value text)
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-AS $$
-    SELECT btrim(left(e, strpos(e, pair_sep) - 1), E' \t'),
-           btrim(substr(e, strpos(e, pair_sep) + 1), E' \t')
-    FROM unnest(string_to_array(list, sep)) WITH ORDINALITY AS u(e, n)
-    WHERE strpos(e, pair_sep) > 0
-    ORDER BY n
-$$;
-REVOKE ALL ON FUNCTION idem.wh_pairs(text, text, text) FROM PUBLIC;
 
 -- The bytes s spells in a form, or NULL if it is not exactly that:
 -- 'hex-mac' is 64 hex digits (either case); 'base64' canonical padded
@@ -173,9 +170,11 @@ RETURNS bytea
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT CASE
-        WHEN form = 'hex-mac' AND s ~ '^[0-9a-fA-F]{64}$' THEN decode(s, 'hex')
-        WHEN form = 'base64-mac' AND s ~ '^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$' THEN decode(s, 'base64')
-        WHEN form = 'base64' AND s ~ '^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)$'
+        WHEN form = 'hex-mac' AND length(s) = 64 AND s !~ '[^0-9a-fA-F]' THEN decode(s, 'hex')
+        WHEN form = 'base64-mac' AND length(s) = 44 AND s ~ '^[A-Za-z0-9+/]*[AEIMQUYcgkosw048]=$'
+            THEN decode(s, 'base64')
+        WHEN form = 'base64' AND length(s) % 4 = 0
+             AND s ~ '^[A-Za-z0-9+/]*(?:[A-Za-z0-9+/]|[AQgw]==|[AEIMQUYcgkosw048]=)$'
             THEN decode(s, 'base64')
     END
 $$;
@@ -211,26 +210,34 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.wh_bytes(text) FROM PUBLIC;
 
--- A random key for the comparisons of one call (built-in strong random:
--- gen_random_uuid, 244 random bits)
-CREATE OR REPLACE FUNCTION idem.wh_compare_key()
-RETURNS bytea
-LANGUAGE sql VOLATILE PARALLEL SAFE
-AS $$
-    SELECT uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid())
-$$;
-REVOKE ALL ON FUNCTION idem.wh_compare_key() FROM PUBLIC;
-
 -- Does any of the given MACs equal expected?  Each is compared as its HMAC
--- under a random key against expected's (double HMAC): the comparison's
--- time depends on bytes the sender cannot predict, not on the MAC.
+-- under a key drawn for the call (double HMAC) against expected's, so the
+-- time the comparison takes depends on bytes the sender cannot predict,
+-- not on the MAC; every MAC is compared, without stopping at a match.  The
+-- key is two UUIDs of gen_random_uuid (the server's strong random source,
+-- 244 random bits).
 CREATE OR REPLACE FUNCTION idem.wh_mac_match(expected bytea, given bytea[])
 RETURNS boolean
-LANGUAGE sql VOLATILE PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
 AS $$
-    SELECT coalesce(bool_or(idem.hmac_sha256(g, k.r) = idem.hmac_sha256(expected, k.r)), false)
-    FROM (SELECT idem.wh_compare_key() AS r) k, unnest(given) g
-    WHERE g IS NOT NULL AND expected IS NOT NULL
+DECLARE
+    r bytea;
+    e bytea;
+    g bytea;
+    matched boolean := false;
+BEGIN
+    IF expected IS NULL OR given IS NULL THEN
+        RETURN false;
+    END IF;
+    r := uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid());
+    e := idem.hmac_sha256(expected, r);
+    FOREACH g IN ARRAY given LOOP
+        IF g IS NOT NULL AND idem.hmac_sha256(g, r) = e THEN
+            matched := true;
+        END IF;
+    END LOOP;
+    RETURN matched;
+END
 $$;
 REVOKE ALL ON FUNCTION idem.wh_mac_match(bytea, bytea[]) FROM PUBLIC;
 
@@ -448,12 +455,15 @@ DECLARE
     joiner text;
     prefix text;
     ts text;
-    nts bigint;
-    nmacs bigint;
+    nts int := 0;
+    nmacs int := 0;
     secs numeric;
     id text;
-    given bytea[];
+    given bytea[] := '{}';
     f text[];
+    e text;
+    pos int;
+    name text;
 BEGIN
     IF payload IS NULL OR headers IS NULL THEN
         RETURN false;
@@ -470,11 +480,19 @@ BEGIN
         IF h IS NULL THEN
             RETURN false;
         END IF;
-        SELECT count(*) FILTER (WHERE p.name = ts_name), min(p.value) FILTER (WHERE p.name = ts_name),
-               count(*) FILTER (WHERE p.name = mac_name),
-               array_agg(idem.wh_decode(p.value, 'hex-mac')) FILTER (WHERE p.name = mac_name)
-          INTO nts, ts, nmacs, given
-          FROM idem.wh_pairs(h, sep, '=') p;
+        -- name=value elements: one timestamp, one or more MACs, others ignored
+        FOREACH e IN ARRAY string_to_array(h, sep) LOOP
+            pos := strpos(e, '=');
+            CONTINUE WHEN pos = 0;
+            name := btrim(left(e, pos - 1), E' \t');
+            IF name = ts_name THEN
+                nts := nts + 1;
+                ts := btrim(substr(e, pos + 1), E' \t');
+            ELSIF name = mac_name THEN
+                nmacs := nmacs + 1;
+                given := given || idem.wh_decode(btrim(substr(e, pos + 1), E' \t'), 'hex-mac');
+            END IF;
+        END LOOP;
         secs := idem.wh_unix_secs(ts);
         IF nts <> 1 OR nmacs = 0 OR secs IS NULL OR NOT idem.wh_fresh(secs, tol) THEN
             RETURN false;
@@ -494,9 +512,14 @@ BEGIN
         IF secs IS NULL THEN
             RETURN false;
         END IF;
-        SELECT array_agg(idem.wh_decode(p.value, 'base64-mac')) INTO given
-          FROM idem.wh_pairs(h, ' ', ',') p WHERE p.name = 'v1';
-        IF given IS NULL OR NOT idem.wh_fresh(secs, tol) THEN
+        -- version,signature elements: the v1 ones
+        FOREACH e IN ARRAY string_to_array(h, ' ') LOOP
+            pos := strpos(e, ',');
+            CONTINUE WHEN pos = 0 OR btrim(left(e, pos - 1), E' \t') <> 'v1';
+            nmacs := nmacs + 1;
+            given := given || idem.wh_decode(btrim(substr(e, pos + 1), E' \t'), 'base64-mac');
+        END LOOP;
+        IF nmacs = 0 OR NOT idem.wh_fresh(secs, tol) THEN
             RETURN false;
         END IF;
         RETURN idem.wh_mac_match(
