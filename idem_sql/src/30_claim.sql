@@ -43,11 +43,26 @@ LANGUAGE sql STABLE
 RETURN pg_catalog.strpos(pg_catalog.current_setting('idem_sql.claims', true),
                          ',' OPERATOR(pg_catalog.||) t OPERATOR(pg_catalog.||) ',') OPERATOR(pg_catalog.>) 0;
 
+-- Start the lease and ttl of the new row of a claim from now: its insert
+-- waited for another transaction's claim of the key, which rolled back.
+CREATE OR REPLACE FUNCTION idem.claim_restamp(
+    p_key text, p_scope text, p_token bigint, p_lease interval, p_ttl interval)
+RETURNS void
+LANGUAGE sql VOLATILE
+BEGIN ATOMIC
+    UPDATE idem.keys k
+       SET created_at = clock_timestamp(), lease_until = clock_timestamp() + p_lease,
+           expires_at = greatest(clock_timestamp() + p_ttl, clock_timestamp() + p_lease)
+     WHERE k.key = p_key AND k.scope = p_scope AND k.token = p_token;
+END;
+
 -- The claim's work past the first insert: read the key's row and answer
 -- from it, or take it (a new attempt, or a fresh one over an expired row),
 -- looping when another transaction changed it meanwhile.  try_insert: try
 -- the insert of a new key first (the callers that have not).  The
--- arguments are checked; lease and ttl are the intervals to use.
+-- arguments are checked; lease and ttl are the intervals to use.  Called
+-- only by the public functions, whose search_path is pinned: it has no SET
+-- clause of its own, which would cost every call a GUC save and restore.
 CREATE OR REPLACE FUNCTION idem.claim_key(
     p_key text, p_fp bytea, p_scope text, p_lease interval, p_ttl interval,
     try_insert boolean,
@@ -55,7 +70,6 @@ CREATE OR REPLACE FUNCTION idem.claim_key(
     OUT checkpoint text, OUT checkpoint_data jsonb, OUT retry_after interval,
     OUT http_status smallint, OUT body text)
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, idem, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
@@ -76,6 +90,9 @@ BEGIN
             ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
             RETURNING k.token INTO token;
             IF FOUND THEN
+                IF clock_timestamp() > now_ts + interval '10 ms' THEN
+                    PERFORM idem.claim_restamp(p_key, p_scope, token, p_lease, p_ttl);
+                END IF;
                 PERFORM idem.claim_remember(token);
                 status := 'claimed';
                 attempt := 1;
@@ -163,6 +180,18 @@ AS $$
 SELECT * FROM idem.claim_key(p_key, p_fp, p_scope, p_lease, p_ttl, true);
 $$;
 
+-- The answer of a claim that found another transaction deciding the key
+-- (nowait): in_progress, with no attempt to tell yet.
+CREATE OR REPLACE FUNCTION idem.claim_key_busy(
+    OUT status text, OUT token bigint, OUT attempt integer, OUT response jsonb,
+    OUT checkpoint text, OUT checkpoint_data jsonb, OUT retry_after interval,
+    OUT http_status smallint, OUT body text)
+LANGUAGE sql IMMUTABLE
+BEGIN ATOMIC
+    SELECT 'in_progress'::text, NULL::bigint, NULL::integer, NULL::jsonb, NULL::text,
+           NULL::jsonb, interval '1 s', NULL::smallint, NULL::text;
+END;
+
 -- A replayed body (idem_http_respond's) as jsonb; a body jsonb refuses (stored
 -- before 1.7, or imported) replays as a JSON string of its text.
 CREATE OR REPLACE FUNCTION idem.claim_body_jsonb(b text) RETURNS jsonb
@@ -207,6 +236,7 @@ DECLARE
     e text[];
     now_ts timestamptz;
     v_lease_until timestamptz;
+    r idem.keys;
     c record;
 BEGIN
     v_lease := coalesce(lease, idem.setting_lease());
@@ -231,12 +261,10 @@ BEGIN
 
     IF nowait THEN
         BEGIN
-            c := idem.claim_key_nowait(key, fingerprint, scope, v_lease, v_ttl);
+            SELECT * INTO c FROM idem.claim_key_nowait(key, fingerprint, scope, v_lease, v_ttl);
         EXCEPTION WHEN lock_not_available THEN
             -- another transaction is deciding this key right now
-            status := 'in_progress';
-            retry_after := interval '1 s';
-            RETURN;
+            SELECT * INTO c FROM idem.claim_key_busy();
         END;
     ELSE
         -- a new key: one statement
@@ -249,6 +277,11 @@ BEGIN
         ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
         RETURNING k.token INTO token;
         IF FOUND THEN
+            IF clock_timestamp() > now_ts + interval '10 ms' THEN
+                -- it waited for another transaction's claim: the lease and
+                -- ttl run from now, as the C edition's
+                PERFORM idem.claim_restamp(key, scope, token, v_lease, v_ttl);
+            END IF;
             PERFORM set_config('idem_sql.claims',
                 coalesce(nullif(current_setting('idem_sql.claims', true), ''), ',') || token || ',',
                 true);
@@ -256,7 +289,36 @@ BEGIN
             attempt := 1;
             RETURN;
         END IF;
-        c := idem.claim_key(key, fingerprint, scope, v_lease, v_ttl, false);
+        -- the key's row: a replay, a mismatch or a live attempt, which no
+        -- writer can take back, is answered from it without a lock, so a
+        -- storm of retries is answered in parallel
+        now_ts := clock_timestamp();
+        SELECT * INTO r FROM idem.keys k WHERE k.key = idem_claim.key AND k.scope = idem_claim.scope;
+        IF NOT FOUND THEN
+            NULL;       -- purged since the insert: claim_key inserts again
+        ELSIF r.expires_at > now_ts THEN
+            IF fingerprint IS NOT NULL AND r.fingerprint IS NOT NULL AND r.fingerprint <> fingerprint THEN
+                status := 'mismatch';
+                RETURN;
+            ELSIF r.state = 'completed' OR r.state = 'failed' THEN
+                status := r.state;
+                attempt := r.attempt;
+                response := r.response;
+                -- a key finished by idem_http_respond replays its body as jsonb
+                IF r.body IS NOT NULL AND r.response IS NULL THEN
+                    response := idem.claim_body_jsonb(r.body);
+                END IF;
+                RETURN;
+            ELSIF r.state = 'processing' AND r.lease_until > now_ts THEN
+                status := 'in_progress';
+                attempt := r.attempt;
+                retry_after := r.lease_until - now_ts;
+                RETURN;
+            END IF;
+        END IF;
+        -- taken by another transaction since the read, or to be taken over:
+        -- decided again, under the row's lock
+        SELECT * INTO c FROM idem.claim_key(key, fingerprint, scope, v_lease, v_ttl, NOT FOUND);
     END IF;
 
     status := c.status;
@@ -496,7 +558,8 @@ $$;
 
 REVOKE ALL ON FUNCTION idem.claim_remember(bigint), idem.claim_is_mine(bigint),
     idem.claim_key(text, bytea, text, interval, interval, boolean),
-    idem.claim_key_nowait(text, bytea, text, interval, interval),
+    idem.claim_key_nowait(text, bytea, text, interval, interval), idem.claim_key_busy(),
+    idem.claim_restamp(text, text, bigint, interval, interval),
     idem.claim_body_jsonb(text),
     idem.claim_args_error(text, bytea, text, interval, interval, text),
     idem.claim_finish(text, text, text, text, bigint, jsonb, text, interval, smallint, text)

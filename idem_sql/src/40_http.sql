@@ -20,9 +20,10 @@
 -- caller's transaction goes on.  The session's lock_timeout is restored.
 --
 -- A claim made without a lease outside a transaction block must be finished
--- by the statement that made it: its row is marked (lease_until infinity,
--- which no other transaction ever sees) and a deferred constraint trigger
--- refuses the commit if it is still in progress then.
+-- by the statement that made it: it is noted in idem.http_unfinished, whose
+-- deferred constraint trigger refuses the commit if the claim is still in
+-- progress then (and otherwise removes the note).  The note is a table of
+-- its own so that idem.keys has no trigger: every claim would pay for it.
 
 -- The problem body (RFC 9457) of an answer that is not a replay.
 CREATE OR REPLACE FUNCTION idem.http_problem(title text, http_status integer, detail text)
@@ -31,9 +32,19 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN '{"type":"about:blank","title":"' || title || '","status":' || http_status
        || ',"detail":"' || detail || '"}';
 
--- Refuse the commit of a claim that idem_http_claim made outside a
--- transaction block, without a lease, and that is still in progress (the
--- deferred constraint trigger below runs it at commit).
+-- The claims idem_http_claim made outside a transaction block without a
+-- lease, in transactions not yet committed (each transaction removes its
+-- own notes before it commits).
+CREATE UNLOGGED TABLE IF NOT EXISTS idem.http_unfinished (
+    scope text COLLATE "C" NOT NULL,
+    key   text COLLATE "C" NOT NULL,
+    token bigint NOT NULL
+);
+REVOKE ALL ON idem.http_unfinished FROM PUBLIC;
+
+-- Refuse the commit of a claim noted in idem.http_unfinished that is still
+-- in progress; otherwise remove the note (the deferred constraint trigger
+-- below runs it at commit).
 CREATE OR REPLACE FUNCTION idem.http_must_finish() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, idem, pg_temp
@@ -41,23 +52,23 @@ AS $$
 BEGIN
     IF EXISTS (SELECT FROM idem.keys k
                 WHERE k.key = NEW.key AND k.scope = NEW.scope AND k.token = NEW.token
-                  AND k.state = 'processing' AND k.lease_until = 'infinity') THEN
+                  AND k.state = 'processing') THEN
         RAISE EXCEPTION USING ERRCODE = '25P01',
             MESSAGE = format('key "%s" was claimed outside a transaction block and not finished', NEW.key),
             DETAIL = 'The claim would commit as processing, without the work of its request.',
             HINT = 'Run idem_http_claim, the work and idem_http_respond in one transaction, or pass a lease for a two-phase claim.  Behind pgbouncer, see the driver settings in doc/operations.md.';
     END IF;
+    DELETE FROM idem.http_unfinished u WHERE u.token = NEW.token;
     RETURN NULL;
 END
 $$;
 REVOKE ALL ON FUNCTION idem.http_problem(text, integer, text), idem.http_must_finish() FROM PUBLIC;
 
-DROP TRIGGER IF EXISTS keys_http_must_finish ON idem.keys;
-CREATE CONSTRAINT TRIGGER keys_http_must_finish
-    AFTER INSERT OR UPDATE ON idem.keys
+DROP TRIGGER IF EXISTS http_unfinished_check ON idem.http_unfinished;
+CREATE CONSTRAINT TRIGGER http_unfinished_check
+    AFTER INSERT ON idem.http_unfinished
     DEFERRABLE INITIALLY DEFERRED
-    FOR EACH ROW WHEN (NEW.lease_until = 'infinity')
-    EXECUTE FUNCTION idem.http_must_finish();
+    FOR EACH ROW EXECUTE FUNCTION idem.http_must_finish();
 
 -- Claim the key of an HTTP request and say what to answer if it is not this
 -- request's to do; a duplicate of a request in flight waits for it at most
@@ -115,13 +126,13 @@ BEGIN
     END IF;
 
     IF wait IS NULL THEN
-        c := idem.claim_key(key, fingerprint, scope, v_lease, v_ttl, true);
+        SELECT * INTO c FROM idem.claim_key(key, fingerprint, scope, v_lease, v_ttl, true);
     ELSE
         -- a bounded wait tries first without waiting: most claims are answered so
         BEGIN
-            c := idem.claim_key_nowait(key, fingerprint, scope, v_lease, v_ttl);
+            SELECT * INTO c FROM idem.claim_key_nowait(key, fingerprint, scope, v_lease, v_ttl);
         EXCEPTION WHEN lock_not_available THEN
-            c := ROW('in_progress', NULL, NULL, NULL, NULL, NULL, interval '1 s', NULL, NULL);
+            SELECT * INTO c FROM idem.claim_key_busy();
         END;
         -- only a request in flight, which has no attempt to tell yet, is
         -- waited for (a committed attempt's lease is not)
@@ -135,7 +146,7 @@ BEGIN
             BEGIN
                 saved_lock_timeout := current_setting('lock_timeout');
                 PERFORM set_config('lock_timeout', ceil(left_ms) || 'ms', true);
-                c := idem.claim_key(key, fingerprint, scope, v_lease, v_ttl, true);
+                SELECT * INTO c FROM idem.claim_key(key, fingerprint, scope, v_lease, v_ttl, true);
                 PERFORM set_config('lock_timeout', saved_lock_timeout, true);
             EXCEPTION WHEN lock_not_available THEN
                 NULL;       -- the time ran out: nothing of the try is left
@@ -153,9 +164,7 @@ BEGIN
         -- without a lease, the request is to be finished in this transaction:
         -- outside a transaction block that is the statement's own
         IF lease IS NULL AND transaction_timestamp() = statement_timestamp() THEN
-            UPDATE idem.keys k SET lease_until = 'infinity'
-             WHERE k.key = idem_http_claim.key AND k.scope = idem_http_claim.scope
-               AND k.token = c.token;
+            INSERT INTO idem.http_unfinished (scope, key, token) VALUES (scope, key, c.token);
         END IF;
     WHEN 'completed', 'failed' THEN
         http_status := coalesce(c.http_status, CASE c.status WHEN 'completed' THEN 200 ELSE 400 END);
