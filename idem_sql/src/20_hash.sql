@@ -64,29 +64,31 @@ LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
 DECLARE
-    i integer;
+    p text;
+    b bytea;
+    netstrings bytea := '';
+    i integer := 0;
 BEGIN
-    IF parts IS NULL THEN
+    IF array_ndims(parts) = 1 THEN
+        FOREACH p IN ARRAY parts LOOP
+            i := i + 1;
+            -- a NULL part has no bytes to encode; skipping it would be ambiguous
+            IF p IS NULL THEN
+                RAISE EXCEPTION USING ERRCODE = '22004',
+                    MESSAGE = format('part %s of the key must not be null', i);
+            END IF;
+            b := convert_to(p, 'UTF8');
+            netstrings := netstrings || convert_to(octet_length(b) || ':', 'UTF8') || b || '\x2c'::bytea;
+        END LOOP;
+        RETURN encode(sha256(netstrings), 'hex');
+    ELSIF parts IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'parts must not be null';
-    END IF;
-    IF array_ndims(parts) > 1 THEN
+    ELSIF array_ndims(parts) > 1 THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'parts must be a one-dimensional array',
             DETAIL = format('The array has %s dimensions.', array_ndims(parts));
     END IF;
-    IF array_ndims(parts) IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'parts must not be empty',
-            DETAIL = 'A key is made of at least one part.';
-    END IF;
-    IF array_position(parts, NULL) IS NOT NULL THEN
-        -- a NULL part has no bytes to encode; skipping it would be ambiguous
-        i := array_position(parts, NULL) - array_lower(parts, 1) + 1;
-        RAISE EXCEPTION USING ERRCODE = '22004',
-            MESSAGE = format('part %s of the key must not be null', i);
-    END IF;
-    RETURN (SELECT encode(sha256(string_agg(convert_to(octet_length(u.b) || ':', 'UTF8')
-                                            || u.b || '\x2c'::bytea, ''::bytea ORDER BY u.n)), 'hex')
-            FROM (SELECT convert_to(p.p, 'UTF8') AS b, p.n
-                  FROM unnest(parts) WITH ORDINALITY AS p(p, n)) u);
+    RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'parts must not be empty',
+        DETAIL = 'A key is made of at least one part.';
 END
 $$;
 REVOKE ALL ON FUNCTION idem_key(text[]) FROM PUBLIC;
@@ -107,6 +109,9 @@ DECLARE
     code text;
     minor integer;
     rounded numeric;
+    part text;
+    b bytea;
+    netstrings bytea := '';
 BEGIN
     -- NULL, empty and at most 255 bytes, as for every key
     IF merchant_id IS NULL THEN
@@ -198,11 +203,12 @@ BEGIN
     END IF;
 
     -- the key of the parts, as idem_key makes it
-    RETURN (SELECT 'PAY_IDEM_' || encode(sha256(string_agg(convert_to(octet_length(u.b) || ':', 'UTF8')
-                                                          || u.b || '\x2c'::bytea, ''::bytea ORDER BY u.n)), 'hex')
-            FROM (SELECT convert_to(p.p, 'UTF8') AS b, p.n
-                  FROM unnest(ARRAY[merchant_id, merchant_order_id, rounded::text, code,
-                                    to_char(request_date, 'YYYY-MM-DD')]) WITH ORDINALITY AS p(p, n)) u);
+    FOREACH part IN ARRAY ARRAY[merchant_id, merchant_order_id, rounded::text, code,
+                                to_char(request_date, 'YYYY-MM-DD')] LOOP
+        b := convert_to(part, 'UTF8');
+        netstrings := netstrings || convert_to(octet_length(b) || ':', 'UTF8') || b || '\x2c'::bytea;
+    END LOOP;
+    RETURN 'PAY_IDEM_' || encode(sha256(netstrings), 'hex');
 END
 $$;
 REVOKE ALL ON FUNCTION idem_payment_key(text, text, numeric, text, date) FROM PUBLIC;
