@@ -15,17 +15,18 @@
 -- each separator (", ", ": ") goes, and the trailing fractional zeros of
 -- each number with the decimal point left bare (numeric's text has no
 -- exponent: 100.00 -> 100, 1.50 -> 1.5).  When no string literal holds
--- ", ", ": " or "." (a match that needs no captures, so it is quick), that
--- is plain replace() and a regular expression on the numbers; otherwise
--- one pass keeps each string literal, matched whole from its opening
--- quote, as it is and rewrites the rest, ten times slower.
+-- ", ", ": " or what the numbers' expression would change (a decimal
+-- point, digits, a last 0: tested with a match that needs no captures, so
+-- it is quick), that is plain replace() and a regular expression on the
+-- numbers; otherwise one pass keeps each string literal, matched whole
+-- from its opening quote, as it is and rewrites the rest, ten times slower.
 CREATE OR REPLACE FUNCTION idem_canonical(request jsonb)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
     SELECT CASE
-        WHEN t ~ '^(?:[^"]|"(?:[^"\\]|\\.)*")*"(?:[^"\\]|\\.)*(?:[,:] |\.)' THEN
+        WHEN t ~ '^(?:[^"]|"(?:[^"\\]|\\.)*")*"(?:[^"\\]|\\.)*(?:[,:] |\.[0-9]*0(?![0-9]))' THEN
             regexp_replace(t, '("(?:[^"\\]|\\.)*")|([,:]) |(\.[0-9]*[1-9])0+(?![0-9])|\.0+(?![0-9])',
                            '\1\2\3', 'g')
         ELSE
@@ -44,7 +45,7 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
     SELECT sha256(convert_to(CASE
-        WHEN t ~ '^(?:[^"]|"(?:[^"\\]|\\.)*")*"(?:[^"\\]|\\.)*(?:[,:] |\.)' THEN
+        WHEN t ~ '^(?:[^"]|"(?:[^"\\]|\\.)*")*"(?:[^"\\]|\\.)*(?:[,:] |\.[0-9]*0(?![0-9]))' THEN
             regexp_replace(t, '("(?:[^"\\]|\\.)*")|([,:]) |(\.[0-9]*[1-9])0+(?![0-9])|\.0+(?![0-9])',
                            '\1\2\3', 'g')
         ELSE
