@@ -27,15 +27,28 @@
 -- idem_checkpoint without a token are allowed only for them.  set_config(...,
 -- true) is undone by ROLLBACK TO SAVEPOINT and forgotten at transaction end.
 
--- Remember that this transaction claimed token t.
-CREATE OR REPLACE FUNCTION idem.claim_remember(t bigint) RETURNS void
+-- The key lock of (scope, key): a transaction-level advisory lock on a
+-- 64-bit hash of both.  A claim takes it (without waiting) as a marker that
+-- it is deciding the key; idem_claim with nowait tries it to see an
+-- uncommitted claim without waiting for it.
+CREATE OR REPLACE FUNCTION idem.claim_lock_key(p_key text, p_scope text) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN pg_catalog.hashtextextended(p_key, pg_catalog.hashtextextended(p_scope, 7649));
+
+-- Remember that this transaction claimed token t of (scope, key): in the
+-- transaction-local setting idem_sql.claims, and, for the first claims of
+-- the transaction (about 16: the marker locks must not fill the shared
+-- lock table), with the key lock.
+CREATE OR REPLACE FUNCTION idem.claim_remember(t bigint, p_key text, p_scope text) RETURNS void
 LANGUAGE sql VOLATILE
-SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT set_config('idem_sql.claims',
-                  coalesce(nullif(current_setting('idem_sql.claims', true), ''), ',') || t || ',',
-                  true);
-$$;
+BEGIN ATOMIC
+    SELECT pg_catalog.set_config('idem_sql.claims',
+               coalesce(nullif(pg_catalog.current_setting('idem_sql.claims', true), ''), ',')
+               OPERATOR(pg_catalog.||) t OPERATOR(pg_catalog.||) ',', true),
+           CASE WHEN coalesce(pg_catalog.octet_length(pg_catalog.current_setting('idem_sql.claims', true)), 0)
+                     OPERATOR(pg_catalog.<) 320
+                THEN pg_catalog.pg_try_advisory_xact_lock(idem.claim_lock_key(p_key, p_scope)) END;
+END;
 
 -- Did this transaction claim token t (and not roll the claim back)?
 CREATE OR REPLACE FUNCTION idem.claim_is_mine(t bigint) RETURNS boolean
@@ -93,7 +106,7 @@ BEGIN
                 IF clock_timestamp() > now_ts + interval '10 ms' THEN
                     PERFORM idem.claim_restamp(p_key, p_scope, token, p_lease, p_ttl);
                 END IF;
-                PERFORM idem.claim_remember(token);
+                PERFORM idem.claim_remember(token, p_key, p_scope);
                 status := 'claimed';
                 attempt := 1;
                 RETURN;
@@ -155,7 +168,7 @@ BEGIN
             RETURNING k.token, k.attempt INTO token, attempt;
         END IF;
         IF FOUND THEN
-            PERFORM idem.claim_remember(token);
+            PERFORM idem.claim_remember(token, p_key, p_scope);
             status := 'claimed';
             RETURN;
         END IF;
@@ -259,7 +272,10 @@ BEGIN
         END IF;
     END IF;
 
-    IF nowait THEN
+    IF nowait AND NOT pg_try_advisory_xact_lock_shared(idem.claim_lock_key(key, scope)) THEN
+        -- another transaction is deciding this key right now
+        SELECT * INTO c FROM idem.claim_key_busy();
+    ELSIF nowait THEN
         BEGIN
             SELECT * INTO c FROM idem.claim_key_nowait(key, fingerprint, scope, v_lease, v_ttl);
         EXCEPTION WHEN lock_not_available THEN
@@ -282,9 +298,7 @@ BEGIN
                 -- ttl run from now, as the C edition's
                 PERFORM idem.claim_restamp(key, scope, token, v_lease, v_ttl);
             END IF;
-            PERFORM set_config('idem_sql.claims',
-                coalesce(nullif(current_setting('idem_sql.claims', true), ''), ',') || token || ',',
-                true);
+            PERFORM idem.claim_remember(token, key, scope);
             status := 'claimed';
             attempt := 1;
             RETURN;
@@ -556,7 +570,23 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION idem.claim_remember(bigint), idem.claim_is_mine(bigint),
+-- The keys held by an attempt in flight (committed processing claims), with
+-- their lease and last checkpoint, for operators.  Claims not yet committed
+-- are not shown (nobody else can see them either).  Owned by the
+-- extension's owner, it reads the table with that role's rights, so an
+-- operator needs only SELECT on it.
+CREATE OR REPLACE VIEW idem_keys_in_progress AS
+    SELECT k.scope, k.key, k.attempt, k.lease_until,
+           k.lease_until <= now() AS lease_expired,
+           k.checkpoint, k.checkpoint_data, k.created_at, k.expires_at
+    FROM idem.keys k
+    WHERE k.state = 'processing' AND k.expires_at > now();
+COMMENT ON VIEW idem_keys_in_progress IS
+    'idempotency keys held by an attempt in flight (committed processing claims), with their lease and last checkpoint';
+REVOKE ALL ON idem_keys_in_progress FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION idem.claim_remember(bigint, text, text), idem.claim_is_mine(bigint),
+    idem.claim_lock_key(text, text),
     idem.claim_key(text, bytea, text, interval, interval, boolean),
     idem.claim_key_nowait(text, bytea, text, interval, interval), idem.claim_key_busy(),
     idem.claim_restamp(text, text, bigint, interval, interval),

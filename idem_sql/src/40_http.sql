@@ -129,11 +129,15 @@ BEGIN
         SELECT * INTO c FROM idem.claim_key(key, fingerprint, scope, v_lease, v_ttl, true);
     ELSE
         -- a bounded wait tries first without waiting: most claims are answered so
+        IF NOT pg_try_advisory_xact_lock_shared(idem.claim_lock_key(key, scope)) THEN
+            SELECT * INTO c FROM idem.claim_key_busy();
+        ELSE
         BEGIN
             SELECT * INTO c FROM idem.claim_key_nowait(key, fingerprint, scope, v_lease, v_ttl);
         EXCEPTION WHEN lock_not_available THEN
             SELECT * INTO c FROM idem.claim_key_busy();
         END;
+        END IF;
         -- only a request in flight, which has no attempt to tell yet, is
         -- waited for (a committed attempt's lease is not)
         left_ms := extract(epoch FROM deadline - clock_timestamp()) * 1000;
