@@ -22,10 +22,12 @@
 -- answered in parallel.  nowait (and idem_http_claim's bounded wait) bound
 -- those waits with lock_timeout inside a subtransaction.
 --
--- The tokens this transaction claimed are kept in the transaction-local
--- setting idem_sql.claims (",7,9,"): idem_complete, idem_fail and
--- idem_checkpoint without a token are allowed only for them.  set_config(...,
--- true) is undone by ROLLBACK TO SAVEPOINT and forgotten at transaction end.
+-- idem_complete, idem_fail and idem_checkpoint without a token are allowed
+-- only for a claim of this transaction: a row whose current version the
+-- top-level transaction wrote (its xmin), or a token claimed in a
+-- subtransaction, kept in the transaction-local setting idem_sql.claims
+-- (",7,9,"): set_config(..., true) is undone by ROLLBACK TO SAVEPOINT and
+-- forgotten at transaction end, as the row version is.
 
 -- The key lock of (scope, key): a transaction-level advisory lock on a
 -- 64-bit hash of both.  A claim takes it (without waiting) as a marker that
@@ -35,25 +37,43 @@ CREATE OR REPLACE FUNCTION idem.claim_lock_key(p_key text, p_scope text) RETURNS
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN pg_catalog.hashtextextended(p_key, pg_catalog.hashtextextended(p_scope, 7649));
 
--- Remember that this transaction claimed token t of (scope, key): in the
--- transaction-local setting idem_sql.claims, and, for the first claims of
--- the transaction (about 16: the marker locks must not fill the shared
--- lock table), with the key lock.
-CREATE OR REPLACE FUNCTION idem.claim_remember(t bigint, p_key text, p_scope text) RETURNS void
+-- Remember that this transaction claimed token t in a subtransaction (the
+-- row of a claim the top-level transaction wrote itself is known by its
+-- xmin): in the transaction-local setting idem_sql.claims.
+CREATE OR REPLACE FUNCTION idem.claim_remember(t bigint) RETURNS void
 LANGUAGE sql VOLATILE
 BEGIN ATOMIC
     SELECT pg_catalog.set_config('idem_sql.claims',
                coalesce(nullif(pg_catalog.current_setting('idem_sql.claims', true), ''), ',')
-               OPERATOR(pg_catalog.||) t OPERATOR(pg_catalog.||) ',', true),
-           CASE WHEN coalesce(pg_catalog.octet_length(pg_catalog.current_setting('idem_sql.claims', true)), 0)
-                     OPERATOR(pg_catalog.<) 320
-                THEN pg_catalog.pg_try_advisory_xact_lock(idem.claim_lock_key(p_key, p_scope)) END;
+               OPERATOR(pg_catalog.||) t OPERATOR(pg_catalog.||) ',', true);
 END;
 
--- Did this transaction claim token t (and not roll the claim back)?
-CREATE OR REPLACE FUNCTION idem.claim_is_mine(t bigint) RETURNS boolean
+-- Note a claim of token t whose row version has xmin x: the marker lock
+-- for the first claim of a transaction (first: no transaction id was
+-- assigned before it; later claims are not marked, so that the markers
+-- never fill the shared lock table), and the setting for a claim made in a
+-- subtransaction.
+CREATE OR REPLACE FUNCTION idem.claim_note(t bigint, x xid, p_key text, p_scope text, first boolean)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+    IF first THEN
+        PERFORM pg_catalog.pg_try_advisory_xact_lock(idem.claim_lock_key(p_key, p_scope));
+    END IF;
+    IF x OPERATOR(pg_catalog.<>) pg_catalog.pg_current_xact_id_if_assigned()::xid THEN
+        PERFORM idem.claim_remember(t);
+    END IF;
+END
+$$;
+
+-- Did this transaction claim token t, whose row version has xmin x, and not
+-- roll the claim back?  Its top-level transaction wrote that version, or a
+-- subtransaction of it claimed the token.
+CREATE OR REPLACE FUNCTION idem.claim_is_mine(t bigint, x xid) RETURNS boolean
 LANGUAGE sql STABLE
-RETURN pg_catalog.strpos(pg_catalog.current_setting('idem_sql.claims', true),
+RETURN x OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id_if_assigned()::xid
+    OR pg_catalog.strpos(pg_catalog.current_setting('idem_sql.claims', true),
                          ',' OPERATOR(pg_catalog.||) t OPERATOR(pg_catalog.||) ',') OPERATOR(pg_catalog.>) 0;
 
 -- Start the lease and ttl of the new row of a claim from now: its insert
@@ -86,14 +106,17 @@ LANGUAGE plpgsql VOLATILE
 AS $$
 #variable_conflict use_variable
 DECLARE
-    r idem.keys;
+    r record;
     now_ts timestamptz;
     v_lease_until timestamptz;
+    v_xmin xid;
+    first boolean;
 BEGIN
     LOOP
         IF try_insert THEN
             now_ts := clock_timestamp();
             v_lease_until := idem.input_after(now_ts, p_lease, 'lease');
+            first := pg_current_xact_id_if_assigned() IS NULL;
             INSERT INTO idem.keys AS k
                 (scope, key, state, token, attempt, fingerprint, lease_until,
                  created_at, expires_at)
@@ -101,12 +124,12 @@ BEGIN
                     v_lease_until, now_ts,
                     greatest(idem.input_after(now_ts, p_ttl, 'ttl'), v_lease_until))
             ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
-            RETURNING k.token INTO token;
+            RETURNING k.token, k.xmin INTO token, v_xmin;
             IF FOUND THEN
                 IF clock_timestamp() > now_ts + interval '10 ms' THEN
                     PERFORM idem.claim_restamp(p_key, p_scope, token, p_lease, p_ttl);
                 END IF;
-                PERFORM idem.claim_remember(token, p_key, p_scope);
+                PERFORM idem.claim_note(token, v_xmin, p_key, p_scope, first);
                 status := 'claimed';
                 attempt := 1;
                 RETURN;
@@ -114,12 +137,14 @@ BEGIN
         END IF;
         try_insert := true;
 
-        SELECT * INTO r FROM idem.keys k WHERE k.key = p_key AND k.scope = p_scope;
+        SELECT k.*, k.xmin AS row_xmin INTO r
+          FROM idem.keys k WHERE k.key = p_key AND k.scope = p_scope;
         CONTINUE WHEN NOT FOUND;        -- purged meanwhile: insert again
         now_ts := clock_timestamp();
+        first := pg_current_xact_id_if_assigned() IS NULL;
 
         -- this transaction's own row does not expire under it
-        IF r.expires_at > now_ts OR idem.claim_is_mine(r.token) THEN
+        IF r.expires_at > now_ts OR idem.claim_is_mine(r.token, r.row_xmin) THEN
             IF p_fp IS NOT NULL AND r.fingerprint IS NOT NULL AND r.fingerprint <> p_fp THEN
                 status := 'mismatch';
                 RETURN;
@@ -133,7 +158,7 @@ BEGIN
                 RETURN;
             END IF;
             -- a live attempt; also one of this very transaction, which must not run twice
-            IF r.state = 'processing' AND (r.lease_until > now_ts OR idem.claim_is_mine(r.token)) THEN
+            IF r.state = 'processing' AND (r.lease_until > now_ts OR idem.claim_is_mine(r.token, r.row_xmin)) THEN
                 status := 'in_progress';
                 attempt := r.attempt;
                 retry_after := greatest(r.lease_until - now_ts, interval '0');
@@ -151,8 +176,8 @@ BEGIN
              WHERE k.key = p_key AND k.scope = p_scope
                AND k.token = r.token AND k.state = r.state
                AND k.lease_until IS NOT DISTINCT FROM r.lease_until
-            RETURNING k.token, k.attempt, k.checkpoint, k.checkpoint_data
-                 INTO token, attempt, checkpoint, checkpoint_data;
+            RETURNING k.token, k.attempt, k.checkpoint, k.checkpoint_data, k.xmin
+                 INTO token, attempt, checkpoint, checkpoint_data, v_xmin;
         ELSE
             -- expired, not yet purged: absent, so a first attempt in its place
             v_lease_until := idem.input_after(now_ts, p_lease, 'lease');
@@ -165,10 +190,10 @@ BEGIN
                    http_status = NULL, body = NULL
              WHERE k.key = p_key AND k.scope = p_scope
                AND k.token = r.token AND k.expires_at = r.expires_at
-            RETURNING k.token, k.attempt INTO token, attempt;
+            RETURNING k.token, k.attempt, k.xmin INTO token, attempt, v_xmin;
         END IF;
         IF FOUND THEN
-            PERFORM idem.claim_remember(token, p_key, p_scope);
+            PERFORM idem.claim_note(token, v_xmin, p_key, p_scope, first);
             status := 'claimed';
             RETURN;
         END IF;
@@ -251,6 +276,8 @@ DECLARE
     v_lease_until timestamptz;
     r idem.keys;
     c record;
+    v_xmin xid;
+    first boolean;
 BEGIN
     v_lease := coalesce(lease, idem.setting_lease());
     v_ttl := coalesce(ttl, idem.setting_ttl());
@@ -286,19 +313,27 @@ BEGIN
         -- a new key: one statement
         now_ts := clock_timestamp();
         v_lease_until := now_ts + v_lease;
+        first := pg_current_xact_id_if_assigned() IS NULL;
         INSERT INTO idem.keys AS k
             (scope, key, state, token, attempt, fingerprint, lease_until, created_at, expires_at)
         VALUES (scope, key, 'processing', nextval('idem.token_seq'), 1, fingerprint,
                 v_lease_until, now_ts, greatest(now_ts + v_ttl, v_lease_until))
         ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
-        RETURNING k.token INTO token;
+        RETURNING k.token, k.xmin INTO token, v_xmin;
         IF FOUND THEN
             IF clock_timestamp() > now_ts + interval '10 ms' THEN
                 -- it waited for another transaction's claim: the lease and
                 -- ttl run from now, as the C edition's
                 PERFORM idem.claim_restamp(key, scope, token, v_lease, v_ttl);
             END IF;
-            PERFORM idem.claim_remember(token, key, scope);
+            -- the marker of the transaction's first claim; a subtransaction's
+            -- claim is remembered (idem.claim_note, inline)
+            IF first THEN
+                PERFORM pg_try_advisory_xact_lock(idem.claim_lock_key(key, scope));
+            END IF;
+            IF v_xmin <> pg_current_xact_id_if_assigned()::xid THEN
+                PERFORM idem.claim_remember(token);
+            END IF;
             status := 'claimed';
             attempt := 1;
             RETURN;
@@ -364,14 +399,15 @@ SET search_path = pg_catalog, idem, pg_temp
 AS $$
 #variable_conflict use_variable
 DECLARE
-    r idem.keys;
+    r record;
     now_ts timestamptz;
     v_lease_until timestamptz;
 BEGIN
     -- the row, locked: a concurrent writer is waited for
-    SELECT * INTO r FROM idem.keys k WHERE k.key = p_key AND k.scope = p_scope FOR UPDATE;
+    SELECT k.*, k.xmin AS row_xmin INTO r
+      FROM idem.keys k WHERE k.key = p_key AND k.scope = p_scope FOR UPDATE;
     now_ts := clock_timestamp();
-    IF NOT FOUND OR (r.expires_at <= now_ts AND NOT coalesce(idem.claim_is_mine(r.token), false)) THEN
+    IF NOT FOUND OR (r.expires_at <= now_ts AND NOT coalesce(idem.claim_is_mine(r.token, r.row_xmin), false)) THEN
         RETURN ARRAY['ID002', format('%s: key "%s" has no claim', fname, p_key),
                      format('No live row exists for this key in scope "%s".', p_scope),
                      'Call idem_claim first.'];
@@ -381,7 +417,7 @@ BEGIN
                      format('Its state is %s.', r.state), NULL];
     END IF;
     IF p_token IS NULL THEN
-        IF NOT coalesce(idem.claim_is_mine(r.token), false) THEN
+        IF NOT coalesce(idem.claim_is_mine(r.token, r.row_xmin), false) THEN
             RETURN ARRAY['ID004', format('%s: key "%s" was not claimed in this transaction', fname, p_key),
                          NULL, 'Pass the token that idem_claim returned.'];
         END IF;
@@ -442,10 +478,9 @@ BEGIN
          WHERE k.key = idem_complete.key AND k.scope = idem_complete.scope
            AND k.state = 'processing'
            AND CASE WHEN idem_complete.token IS NULL
-                    THEN strpos(current_setting('idem_sql.claims', true), ',' || k.token || ',') > 0
+                    THEN idem.claim_is_mine(k.token, k.xmin)
                     ELSE k.token = idem_complete.token
-                         AND (k.expires_at > clock_timestamp()
-                              OR strpos(current_setting('idem_sql.claims', true), ',' || k.token || ',') > 0)
+                         AND (k.expires_at > clock_timestamp() OR idem.claim_is_mine(k.token, k.xmin))
                END;
         IF FOUND THEN
             RETURN;
@@ -556,7 +591,7 @@ BEGIN
                    k.created_at, k.completed_at, k.expires_at
               FROM idem.keys k
              WHERE k.key = idem_lookup.key AND k.scope = idem_lookup.scope
-               AND (k.expires_at > clock_timestamp() OR idem.claim_is_mine(k.token));
+               AND (k.expires_at > clock_timestamp() OR idem.claim_is_mine(k.token, k.xmin));
         RETURN;
     END IF;
     IF e[3] IS NULL AND e[4] IS NULL THEN
@@ -585,7 +620,8 @@ COMMENT ON VIEW idem_keys_in_progress IS
     'idempotency keys held by an attempt in flight (committed processing claims), with their lease and last checkpoint';
 REVOKE ALL ON idem_keys_in_progress FROM PUBLIC;
 
-REVOKE ALL ON FUNCTION idem.claim_remember(bigint, text, text), idem.claim_is_mine(bigint),
+REVOKE ALL ON FUNCTION idem.claim_remember(bigint), idem.claim_is_mine(bigint, xid),
+    idem.claim_note(bigint, xid, text, text, boolean),
     idem.claim_lock_key(text, text),
     idem.claim_key(text, bytea, text, interval, interval, boolean),
     idem.claim_key_nowait(text, bytea, text, interval, interval), idem.claim_key_busy(),
