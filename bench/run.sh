@@ -106,7 +106,15 @@ receive_idem         receive_idem.sql    off receive
 receive_idem_list    receive_idem_list.sql off receive
 receive_app          receive_app.sql     off receive
 receive_app2         receive_app2.sql    off receive
+claim_sqled_sync     claim_idem.sql      on  claim
+claim_sqled_async    claim_idem.sql      off claim
+replay_sqled         replay_idem.sql     off replay
+webhook_sqled        webhook_idem.sql    off webhook
+receive_sqled        receive_idem.sql    off receive
 "
+# The variants whose name has _sqled run idem's scripts against the SQL
+# edition (idem_sql), in a database of their own, bench_sql, of the same
+# cluster: the C edition and the SQL edition cannot share a database.
 # The server_version_num a script needs, where older servers cannot run it
 declare -A NEEDS=([claim_doselect.sql]=190000)
 
@@ -125,6 +133,9 @@ fi
 
 log "building idem and installing it privately"
 idem_private_install
+# the SQL edition beside it (no C: the scripts only)
+SQLED_INSTALLED=1
+make -C idem_sql -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$IDEM_PRIVATE" >/dev/null || SQLED_INSTALLED=0
 
 # The clusters: "main" of this tree's build, and "baseline" of
 # BENCH_BASELINE's, whose variants' names end in @baseline
@@ -168,6 +179,7 @@ use_cluster() {
 	local c=$1
 	case $c in main|baseline) ;; *@baseline) c=baseline ;; *) c=main ;; esac
 	export PGHOST=${C_SOCK[$c]} PGPORT=${C_PORT[$c]}
+	case $1 in *_sqled*) BENCH_DB=bench_sql ;; *) BENCH_DB=bench ;; esac
 	PM_PID=$(head -1 "${C_DATA[$c]}/postmaster.pid")
 }
 
@@ -240,12 +252,45 @@ load_cluster() {
 		FROM unnest(ARRAY['recv', 'recv_list']) s;
 		SELECT count(idem_webhook(s, 'evt_' || i))
 		FROM unnest(ARRAY['recv', 'recv_list', 'recv_app', 'recv_app2']) s, generate_series(1, $KEYS) i;"
+	# the SQL edition: this tree's only, not a baseline's
+	[ "$1" != main ] || load_sqled
 	$PSQL -d bench -c "VACUUM ANALYZE" -c "CHECKPOINT"
+}
+# load_sqled: the database of the SQL edition's variants, bench_sql, with the
+# same data as bench's idem: the ledger, the keys, the webhook ids and the
+# signed deliveries' source
+load_sqled() {
+	local group=sqled
+	"$IDEM_BINDIR/createdb" bench_sql
+	if [ "$SQLED_INSTALLED" != 1 ]; then
+		IDEM_MISSING[sqled]="idem_sql did not build or install"
+		return 0
+	fi
+	# (the keys in transactions of 1000 claims: each claim of the SQL
+	# edition holds a lock to the end of its transaction)
+	if ! out=$($PSQL -d bench_sql -c "CREATE EXTENSION idem_sql CASCADE" -f bench/ledger.sql -c "
+		SET search_path = bench, public;
+		$(cat bench/stripe_delivery.sql)
+		RESET search_path;
+		SELECT count(idem_webhook('stripe', i::text)) FROM generate_series(1, $KEYS) i;
+		SELECT idem_webhook_source_set('recv', 'stripe', ARRAY['whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH'],
+			allowed_ips => ARRAY['192.0.2.0/24', '198.51.100.0/24']::cidr[]);
+		SELECT count(idem_webhook('recv', 'evt_' || i)) FROM generate_series(1, $KEYS) i;" -c "
+		DO \$\$ BEGIN
+			FOR i IN 1..$KEYS LOOP
+				PERFORM idem_claim(i::text, $FP);
+				PERFORM idem_complete(i::text, $RESP);
+				IF i % 1000 = 0 THEN COMMIT; END IF;
+			END LOOP;
+		END \$\$;" -c "VACUUM ANALYZE" 2>&1); then
+		IDEM_MISSING[sqled]=$(echo "$out" | grep -m1 'ERROR' | sed 's/.*ERROR: *//' || true)
+		log "the SQL edition cannot load its data: ${IDEM_MISSING[sqled]}"
+	fi
 }
 for c in "${CLUSTERS[@]}"; do
 	use_cluster "$c"
 	log "loading the $c cluster"
-	load_cluster
+	load_cluster "$c"
 done
 
 # --- runs --------------------------------------------------------------------
@@ -259,14 +304,14 @@ run_variant() {
 	RUN_INDEX=$((RUN_INDEX + 1))
 	PGOPTIONS="-c synchronous_commit=$sync" $(pin "$CLIENT_CPUS") $PGBENCH -n -M prepared \
 		-D n=$((RUN_INDEX * 1000000)) -D keys="$KEYS" -D events="$KEYS" \
-		-f "$SCRIPTS/$script" "$@" bench >"$BENCH_DIR/last.out" 2>&1
+		-f "$SCRIPTS/$script" "$@" "$BENCH_DB" >"$BENCH_DIR/last.out" 2>&1
 }
 
 # Every variant, each followed by its twin on the baseline's cluster if any
 ALL_VARIANTS=$(while read -r line; do
 	[ -n "$line" ] || continue
 	echo "$line"
-	[ -z "$BASELINE" ] || echo "${line%% *}@baseline ${line#* }"
+	[ -z "$BASELINE" ] || [[ $line == *_sqled* ]] || echo "${line%% *}@baseline ${line#* }"
 done <<<"$VARIANTS")
 
 use_cluster main
@@ -283,6 +328,8 @@ while read -r name script sync group; do
 	use_cluster "$name"
 	if [ "${NEEDS[$script]:-0}" -gt "$SERVER_NUM" ]; then
 		SKIP[$name]="needs PostgreSQL $((NEEDS[$script] / 10000)) or later, the server is ${SERVER_VERSION%% *}"
+	elif [[ $name == *_sqled* ]] && [ -n "${IDEM_MISSING[sqled]:-}" ]; then
+		SKIP[$name]="loading its data failed: ${IDEM_MISSING[sqled]}"
 	elif [[ $name == *idem* || $group == receive ]] && [ -n "${IDEM_MISSING[$group]:-}" ]; then
 		SKIP[$name]="loading its data failed: ${IDEM_MISSING[$group]}"
 	elif ! run_variant "$script" "$sync" -c 1 -j 1 -t 1; then
@@ -363,6 +410,7 @@ run_round() {
 	for c in "${CLUSTERS[@]}"; do
 		use_cluster "$c"
 		$PSQL -d bench -c "VACUUM"
+		[ "$c" != main ] || $PSQL -d bench_sql -c "VACUUM"
 	done
 }
 
@@ -380,13 +428,27 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 # Every committed transaction of the claim runs claimed, booked and completed
 # together: each implementation has as many completed new keys as ledger rows,
 # and no key left processing.
+# check_rows <database> <label prefix> <suffix> <k>: per implementation of
+# the union <k> of (variant, state) rows, the new keys completed, the ledger
+# rows of that variant and the keys left unfinished, one line each
+check_rows() {
+	$PSQL -d "$1" -At -F ' | ' -c "
+		WITH k AS ($4), kc AS (
+			SELECT variant, count(*) FILTER (WHERE state = 'completed') - $KEYS AS done,
+			       count(*) FILTER (WHERE state <> 'completed') AS open
+			FROM k GROUP BY variant
+		), lc AS (
+			SELECT variant, count(*) AS booked FROM bench.ledger GROUP BY variant
+		)
+		SELECT '$2' || kc.variant || '$3', kc.done, coalesce(lc.booked, 0), kc.open
+		FROM kc LEFT JOIN lc USING (variant) ORDER BY 1;"
+}
 CHECKS=
 for c in "${CLUSTERS[@]}"; do
 	use_cluster "$c"
 	sfx=@$c
 	[ "$c" != main ] || sfx=
-	CHECKS+=$($PSQL -d bench -At -F ' | ' -c "
-		WITH k AS (
+	CHECKS+=$(check_rows bench "" "$sfx" "
 			SELECT 'idem' AS variant, state FROM idem.keys
 			UNION ALL SELECT 'plpgsql', state FROM plpgsql_idem.keys
 			UNION ALL SELECT 'bare', state FROM bare.keys
@@ -396,17 +458,14 @@ for c in "${CLUSTERS[@]}"; do
 			UNION ALL SELECT 'receive_idem_list', 'completed' FROM idem.webhooks WHERE source = 'recv_list'
 			UNION ALL SELECT 'receive_app', 'completed' FROM idem.webhooks WHERE source = 'recv_app'
 			UNION ALL SELECT 'receive_app2', 'completed' FROM idem.webhooks WHERE source = 'recv_app2'
-			UNION ALL SELECT 'webhook_plpgsql', 'completed' FROM plpgsql_idem.webhooks
-		), kc AS (
-			SELECT variant, count(*) FILTER (WHERE state = 'completed') - $KEYS AS done,
-			       count(*) FILTER (WHERE state <> 'completed') AS open
-			FROM k GROUP BY variant
-		), lc AS (
-			SELECT variant, count(*) AS booked FROM bench.ledger GROUP BY variant
-		)
-		SELECT kc.variant || '$sfx', kc.done, coalesce(lc.booked, 0), kc.open
-		FROM kc LEFT JOIN lc USING (variant) ORDER BY 1;")
-	CHECKS+=$'\n'
+			UNION ALL SELECT 'webhook_plpgsql', 'completed' FROM plpgsql_idem.webhooks")$'\n'
+	# the SQL edition's, in its own database (main only; none if it did not load)
+	if [ "$c" = main ] && [ -z "${IDEM_MISSING[sqled]:-}" ]; then
+		CHECKS+=$(check_rows bench_sql "sqled " "" "
+			SELECT 'idem' AS variant, state FROM idem.keys
+			UNION ALL SELECT 'webhook_idem', 'completed' FROM idem.webhooks WHERE source = 'stripe'
+			UNION ALL SELECT 'receive_idem', 'completed' FROM idem.webhooks WHERE source = 'recv'")$'\n'
+	fi
 done
 CHECKS=${CHECKS%$'\n'}
 
@@ -535,6 +594,15 @@ noise_note() {
 		receive_idem receive_app
 		receive_idem_list receive_app2
 		receive_idem_list receive_app
+		claim_sqled_async claim_plpgsql_async
+		claim_sqled_sync claim_plpgsql_sync
+		claim_idem_async claim_sqled_async
+		claim_idem_sync claim_sqled_sync
+		replay_sqled replay_plpgsql
+		replay_idem replay_sqled
+		webhook_sqled webhook_plpgsql
+		webhook_idem webhook_sqled
+		receive_idem receive_sqled
 		$(awk '$1 ~ /@baseline$/ { n = $1; sub(/@baseline$/, "", n); print n, $1 }' <<<"$ALL_VARIANTS")
 	EOF
 	echo

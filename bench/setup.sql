@@ -7,17 +7,7 @@
 
 CREATE EXTENSION idem;
 
-CREATE SCHEMA bench;
-
--- One row per payment booked (or webhook acted on); variant tells which
--- implementation wrote it, so the run can check its keys against it.
-CREATE TABLE bench.ledger (
-    id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    variant     text        NOT NULL,
-    payment_key text        NOT NULL,
-    amount      bigint      NOT NULL,
-    created_at  timestamptz NOT NULL DEFAULT now()
-);
+\ir ledger.sql
 
 CREATE SCHEMA bare;
 
