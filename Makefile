@@ -13,17 +13,25 @@ DATA = $(sort $(wildcard idem--*.sql))
 #                         test/isolation/expected/
 #   prove                 test/tap/{core,recovery,components}/*.pl, helpers in
 #                         test/tap/lib (PROVE_TESTS=test/tap/core/NNN_x.pl
-#                         picks some)
+#                         picks some; test/tap/sql/ is the SQL edition's)
 # The regression and isolation servers run with test/idem.conf (idem
 # preloaded, as pg_cron's tests do).  Outputs, servers and logs go below
-# IDEM_BUILD: regress/, isolation/, tap/.
+# IDEM_BUILD: regress/, isolation/, tap/.  The SQL edition's runs
+# (test/run.sh on a -sql flavour) set the IDEM_* variables below: the tests
+# copied with the extension's name mapped, test/idem_sql.conf, and
+# --load-extension=pgcrypto; and test/tap/sql/*.pl for the TAP files.
 IDEM_BUILD ?= $(CURDIR)/tmp_check
+IDEM_REGRESS_DIR ?= ./test/regress
+IDEM_ISOLATION_DIR ?= ./test/isolation
+IDEM_TEST_CONF ?= ./test/idem.conf
+IDEM_REGRESS_EXTRA ?=
 REGRESS = $(sort $(basename $(notdir $(wildcard test/regress/sql/*.sql))))
-REGRESS_OPTS = --inputdir=./test/regress --temp-instance=$(IDEM_BUILD)/regress-instance \
-	--outputdir=$(IDEM_BUILD)/regress --temp-config=./test/idem.conf
+REGRESS_OPTS = --inputdir=$(IDEM_REGRESS_DIR) --temp-instance=$(IDEM_BUILD)/regress-instance \
+	--outputdir=$(IDEM_BUILD)/regress --temp-config=$(IDEM_TEST_CONF) $(IDEM_REGRESS_EXTRA)
 ISOLATION = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
-ISOLATION_OPTS = --inputdir=./test/isolation --outputdir=$(IDEM_BUILD)/isolation \
-	--temp-instance=$(IDEM_BUILD)/isolation-instance --temp-config=./test/idem.conf
+ISOLATION_OPTS = --inputdir=$(IDEM_ISOLATION_DIR) --outputdir=$(IDEM_BUILD)/isolation \
+	--temp-instance=$(IDEM_BUILD)/isolation-instance --temp-config=$(IDEM_TEST_CONF) \
+	$(IDEM_REGRESS_EXTRA)
 TAP_TESTS = 1
 
 PG_CONFIG ?= pg_config
@@ -70,6 +78,9 @@ installcheck: | $(IDEM_BUILD)
 $(IDEM_BUILD):
 	@mkdir -p $@
 
+# The TAP files of the C edition, run when PROVE_TESTS names none
+IDEM_TAP_DEFAULT = $(sort $(wildcard test/tap/components/*.pl test/tap/core/*.pl test/tap/recovery/*.pl))
+
 # PGXS's prove_installcheck, for idem's layout: the TAP files are in
 # test/tap/core, recovery and components, their helpers in test/tap/lib
 # (on prove's path, and on each file's own through FindBin), TESTDIR is
@@ -83,7 +94,7 @@ define prove_installcheck
 echo "+++ tap install-check +++" && \
 cd $(srcdir) && \
 $(MKDIR_P) '$(IDEM_BUILD)/tap' && \
-for t in $(or $(PROVE_TESTS),test/tap/*/*.pl); do \
+for t in $(or $(PROVE_TESTS),$(IDEM_TAP_DEFAULT)); do \
 	n=`basename $$t .pl`; \
 	rm -rf '$(IDEM_BUILD)'/tap/tmp_check/t_$${n}_*_data \
 		'$(IDEM_BUILD)'/tap/tmp_check/log/regress_log_$$n \
@@ -92,7 +103,7 @@ done && \
    TESTDIR='$(IDEM_BUILD)/tap' TESTDATADIR='$(IDEM_BUILD)/tap/tmp_check' \
    TESTLOGDIR='$(IDEM_BUILD)/tap/tmp_check/log' PATH="$(bindir):$$PATH" PGPORT='6$(DEF_PGPORT)' \
    PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
-   $(PROVE) $(PG_PROVE_FLAGS) -I test/tap/lib $(PROVE_FLAGS) $(or $(PROVE_TESTS),test/tap/*/*.pl)
+   $(PROVE) $(PG_PROVE_FLAGS) -I test/tap/lib $(PROVE_FLAGS) $(or $(PROVE_TESTS),$(IDEM_TAP_DEFAULT))
 endef
 
 # deps: install the packages that are missing; test: every test against

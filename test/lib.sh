@@ -35,14 +35,20 @@ as_server_user() {
 # Build idem and install it into a private copy of the server tree.  The
 # server finds its lib/ and share/ relative to its own binary, so a copy of
 # bin/ next to links to lib/ and share/ loads this build of idem and never
-# touches the system's directories.  Sets IDEM_BINDIR.
+# touches the system's directories.  Sets IDEM_BINDIR.  With argument sql,
+# the SQL edition instead (make -C idem_sql install): no C library, and
+# none of idem's files, the system's or this tree's, in the copy.
 idem_private_install() {
-	local bindir libdir sharedir f
+	local edition=${1:-c} bindir libdir sharedir f
 	bindir=$("$PG_CONFIG" --bindir)
 	libdir=$("$PG_CONFIG" --pkglibdir)
 	sharedir=$("$PG_CONFIG" --sharedir)
 
-	make -C "$IDEM_ROOT" -s all PG_CONFIG="$PG_CONFIG" >&2 || return 1
+	if [ "$edition" = sql ]; then
+		make -C "$IDEM_ROOT/idem_sql" -s all PG_CONFIG="$PG_CONFIG" >&2 || return 1
+	else
+		make -C "$IDEM_ROOT" -s all PG_CONFIG="$PG_CONFIG" >&2 || return 1
+	fi
 	rm -rf "$IDEM_PRIVATE"
 	mkdir -p "$IDEM_PRIVATE$bindir" "$IDEM_PRIVATE$libdir" "$IDEM_PRIVATE$sharedir/extension"
 	cp -a "$bindir/." "$IDEM_PRIVATE$bindir/"
@@ -61,7 +67,7 @@ idem_private_install() {
 		[ "$(basename "$f")" = extension ] || ln -s "$f" "$IDEM_PRIVATE$sharedir/"
 	done
 	for f in "$sharedir"/extension/*; do
-		case "$(basename "$f")" in idem.control|idem--*) ;; *) ln -s "$f" "$IDEM_PRIVATE$sharedir/extension/" ;; esac
+		case "$(basename "$f")" in idem.control|idem--*|idem_sql.control|idem_sql--*) ;; *) ln -s "$f" "$IDEM_PRIVATE$sharedir/extension/" ;; esac
 	done
 	# Citus, where test/servers.sh made it for this server (IDEM_CITUS: its
 	# install tree), beside idem
@@ -74,7 +80,11 @@ idem_private_install() {
 		fi
 		ln -s "$IDEM_CITUS$sharedir"/extension/* "$IDEM_PRIVATE$sharedir/extension/"
 	fi
-	make -C "$IDEM_ROOT" -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$IDEM_PRIVATE" >/dev/null || return 1
+	if [ "$edition" = sql ]; then
+		make -C "$IDEM_ROOT/idem_sql" -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$IDEM_PRIVATE" >/dev/null || return 1
+	else
+		make -C "$IDEM_ROOT" -s install PG_CONFIG="$PG_CONFIG" DESTDIR="$IDEM_PRIVATE" >/dev/null || return 1
+	fi
 	IDEM_BINDIR=$IDEM_PRIVATE$bindir
 	if [ "$(id -u)" = 0 ]; then
 		chown -R postgres: "$IDEM_BUILD"
@@ -134,7 +144,8 @@ idem_copy_tree() {
 # in a copy of the tree of that server's own, so that objects built for one
 # major never meet another's: /tmp/idem-<flavour>, inside the chroot for 17
 # and 18 (idem_server_tree says where it is seen from here; its outputs are
-# in its tmp_check/); for 15 the checkout itself.  Making the server the
+# in its tmp_check/); for 15 the checkout itself (15-sql, which runs
+# there too, has /tmp/idem-15-sql).  Making the server the
 # first time needs root.
 idem_on_server() {
 	local flavour=$1 script=$2 tree owner=postgres:postgres root settings

@@ -17,12 +17,24 @@
 # the exit status is non-zero when M > 0 or when nothing ran.  Outputs go to
 # tmp_check/.  PG=17 (18, 19, 15-asan, 17-cassert) runs it all on that
 # server instead, through test/matrix.sh.
+#
+# On a -sql flavour (PG=15-sql, 18-sql: IDEM_FLAVOUR) the SQL edition is
+# tested instead: idem_sql/ installed into the private tree (no C library,
+# no preload: test/idem_sql.conf), the regression tests and specs copied
+# to tmp_check/sql_edition/ with CREATE/DROP EXTENSION idem made idem_sql
+# (pgcrypto is created first), where test/{regress,isolation}/expected_sql/
+# NAME.out, a documented difference, replaces NAME's expected files; the
+# tests listed in idem_sql/test/not_applicable ("folder/name: reason")
+# count as skipped, with their reason; the TAP files are test/tap/sql/*.pl
+# only.  The CONTEXT lines that name a PL/pgSQL or SQL function (where in
+# the edition an error was raised: the C edition has none) are left out of
+# the comparison.
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
-# make test PG=17 (or 18, 19, 15-asan, 17-cassert): the same suite on that
-# server, which test/matrix.sh makes and runs it on
+# make test PG=17 (or 18, 19, 15-asan, 17-cassert, 15-sql, 18-sql): the
+# same suite on that server, which test/matrix.sh makes and runs it on
 if [ -n "${PG:-}" ] && [ -z "${IDEM_FLAVOUR:-}" ]; then
 	exec bash test/matrix.sh "$PG"
 fi
@@ -110,7 +122,7 @@ installcheck() {
 	as_server_user timeout -k 20 "$limit" \
 		make -s --no-print-directory -C "$IDEM_ROOT" installcheck \
 		PG_CONFIG="$PG_CONFIG" bindir="$IDEM_BINDIR" IDEM_BUILD="$IDEM_BUILD" \
-		REGRESS= ISOLATION= TAP_TESTS= "$@"
+		REGRESS= ISOLATION= TAP_TESTS= "${edition_vars[@]}" "$@"
 }
 
 # Run one pg_regress-style suite through make installcheck: $1 its label
@@ -131,6 +143,7 @@ run_suite() {
 	if [ -s "$out/regression.diffs" ]; then
 		echo ""
 		echo "-- $label: first lines of $out/regression.diffs --"
+		[ "$edition" = sql ] && echo "(expected: test/$label/expected_sql/NAME.out where there is one, else expected/NAME.out, with idem made idem_sql)"
 		head -n "${IDEM_DIFF_LINES:-150}" "$out/regression.diffs"
 	elif [ "$rc" != 0 ] && [ -f "$out-instance/log/postmaster.log" ]; then
 		echo "-- $label: end of the server log --"
@@ -178,24 +191,122 @@ run_tap() {
 	done
 }
 
+# The edition under test: the SQL edition on a -sql flavour, else the C one;
+# the make variables of the SQL edition's runs (the Makefile says which)
+edition=c
+edition_vars=()
+case "${IDEM_FLAVOUR:-}" in *-sql) edition=sql ;; esac
+
+# The SQL edition's copies of the regression tests or specs of folder $1
+# (test/regress or test/isolation), whose inputs are in $1/$2, into
+# $sql_tests/<folder>: CREATE and DROP EXTENSION idem (and extname =
+# 'idem') made idem_sql in the inputs and the expected files, and
+# $1/expected_sql/NAME.out (and NAME_N.out, pg_regress's alternatives) in
+# place of all of NAME's expected files.
+sql_tests=$IDEM_BUILD/sql_edition
+map_extension() {
+	sed -E -e 's/((CREATE|DROP)[[:space:]]+EXTENSION[[:space:]]+(IF[[:space:]]+(NOT[[:space:]]+)?EXISTS[[:space:]]+)?)idem\b/\1idem_sql/gI' \
+		-e "s/(extname[[:space:]]*=[[:space:]]*)'idem'/\\1'idem_sql'/g"
+}
+sql_copy_suite() {
+	local src=$1 inputs=$2 dest f name
+	dest=$sql_tests/$(basename "$1")
+	rm -rf "$dest"
+	mkdir -p "$dest/$inputs" "$dest/expected"
+	for f in "$src/$inputs"/* "$src"/expected/*.out; do
+		[ -f "$f" ] || continue
+		case "$f" in
+			*/expected/*) map_extension <"$f" >"$dest/expected/$(basename "$f")" ;;
+			*) map_extension <"$f" >"$dest/$inputs/$(basename "$f")" ;;
+		esac
+	done
+	for f in "$src"/expected_sql/*.out; do
+		[ -f "$f" ] || continue
+		name=$(basename "$f" .out)
+		rm -f "$dest/expected/${name%_[0-9]}.out" "$dest/expected/${name%_[0-9]}"_[0-9].out
+	done
+	for f in "$src"/expected_sql/*.out; do
+		[ -f "$f" ] && map_extension <"$f" >"$dest/expected/$(basename "$f")"
+	done
+}
+
+# The tests the SQL edition cannot run at all, from
+# idem_sql/test/not_applicable: not_applicable[folder/name]=reason
+declare -A not_applicable=()
+read_not_applicable() {
+	local line
+	[ -f idem_sql/test/not_applicable ] || return 0
+	while IFS= read -r line; do
+		case "$line" in ''|'#'*) continue ;; esac
+		not_applicable[${line%%:*}]=$(echo "${line#*:}" | sed -E 's/^[[:space:]]+//')
+	done <idem_sql/test/not_applicable
+}
+
+# Leave out of array $2 (names of folder $1) those of not_applicable, each
+# counted as skipped with its reason
+skip_not_applicable() {
+	local folder=$1 name kept=()
+	local -n names=$2
+	for name in "${names[@]}"; do
+		if [ -n "${not_applicable[$folder/$name]+set}" ]; then
+			skipped=$((skipped + 1))
+			echo "$folder/$name ... skipped: ${not_applicable[$folder/$name]}"
+		else
+			kept+=("$name")
+		fi
+	done
+	names=("${kept[@]}")
+}
+
 # Build and install into the private tree; a broken build is one failure.
 # The tests run idem with its own assertions on (USE_ASSERT_CHECKING): the
 # pending-claim protocol of src/claim_memory.c is checked at every call.
-export IDEM_ASSERT=1
-echo "== build =="
-if [ -n "${CI:-}" ]; then
-	# From scratch, so that every file is compiled with -Werror: the
-	# objects only, for PGXS's clean of the tests' outputs would take
-	# tmp_check, where test/matrix.sh keeps its logs while this runs
-	make -s clean PG_CONFIG="$PG_CONFIG" REGRESS= ISOLATION= TAP_TESTS= \
-		EXTRA_CLEAN=src/.flavour >/dev/null 2>&1
+# The SQL edition's build is its scripts only.
+if [ "$edition" = sql ]; then
+	echo "== build (the SQL edition) =="
+	if ! idem_private_install sql; then
+		failed=$((failed + 1))
+		failures+=("build")
+		finish
+	fi
+	echo "idem_sql installed privately in $IDEM_PRIVATE, without idem's library"
+	read_not_applicable
+	sql_copy_suite test/regress sql
+	sql_copy_suite test/isolation specs
+	for f in test/regress/expected_sql/*.out test/isolation/expected_sql/*.out; do
+		[ -f "$f" ] && echo "a documented difference: $f"
+	done
+	# diff as pg_regress runs it, but blind to the CONTEXT lines that name
+	# a PL/pgSQL or SQL function (and the lines of such a context after
+	# its first)
+	mkdir -p "$sql_tests/bin"
+	cat >"$sql_tests/bin/diff" <<-EOS
+		#!/bin/sh
+		exec $(command -v diff) -I '^CONTEXT:  PL/pgSQL function ' -I '^PL/pgSQL function ' \
+			-I '^CONTEXT:  SQL function "' -I '^SQL function "' "\$@"
+	EOS
+	chmod +x "$sql_tests/bin/diff"
+	[ "$(id -u)" = 0 ] && chown -R postgres: "$sql_tests"
+	export PATH="$sql_tests/bin:$PATH"
+	edition_vars=(IDEM_REGRESS_DIR="$sql_tests/regress" IDEM_ISOLATION_DIR="$sql_tests/isolation"
+		IDEM_TEST_CONF=./test/idem_sql.conf IDEM_REGRESS_EXTRA=--load-extension=pgcrypto)
+else
+	export IDEM_ASSERT=1
+	echo "== build =="
+	if [ -n "${CI:-}" ]; then
+		# From scratch, so that every file is compiled with -Werror: the
+		# objects only, for PGXS's clean of the tests' outputs would take
+		# tmp_check, where test/matrix.sh keeps its logs while this runs
+		make -s clean PG_CONFIG="$PG_CONFIG" REGRESS= ISOLATION= TAP_TESTS= \
+			EXTRA_CLEAN=src/.flavour >/dev/null 2>&1
+	fi
+	if ! idem_private_install; then
+		failed=$((failed + 1))
+		failures+=("build")
+		finish
+	fi
+	echo "built with assertions; installed privately in $IDEM_PRIVATE"
 fi
-if ! idem_private_install; then
-	failed=$((failed + 1))
-	failures+=("build")
-	finish
-fi
-echo "built with assertions; installed privately in $IDEM_PRIVATE"
 
 # T: the tests to run, as shell patterns separated by spaces or commas,
 # each matched against a test's name (a regression test's or a spec's, a
@@ -215,14 +326,34 @@ picked() {
 }
 mapfile -t regress < <(for f in test/regress/sql/*.sql; do [ -f "$f" ] && picked regress "$(basename "$f" .sql)" && basename "$f" .sql; done | sort)
 mapfile -t specs < <(for f in test/isolation/specs/*.spec; do [ -f "$f" ] && picked isolation "$(basename "$f" .spec)" && basename "$f" .spec; done | sort)
-# the TAP files group by group, those that need only a server first
-mapfile -t taps < <(for g in core recovery components; do
+# the TAP files group by group, those that need only a server first; the
+# SQL edition's only on a -sql flavour
+tap_groups="core recovery components"
+[ "$edition" = sql ] && tap_groups=sql
+mapfile -t taps < <(for g in $tap_groups; do
 	for f in test/tap/"$g"/*.pl; do [ -f "$f" ] && picked "$g" "$(basename "$f" .pl)" && echo "$f"; done
 done)
 if [ -n "${T:-}" ] && [ $(( ${#regress[@]} + ${#specs[@]} + ${#taps[@]} )) = 0 ]; then
 	echo "T=$T names no test: see test/regress/sql/, test/isolation/specs/ and test/tap/*/"
 fi
 
+if [ "$edition" = sql ]; then
+	echo ""
+	skip_not_applicable regress regress
+	skip_not_applicable isolation specs
+	for name in "${!not_applicable[@]}"; do
+		case "$name" in
+			regress/*) f=test/regress/sql/${name#*/}.sql ;;
+			isolation/*) f=test/isolation/specs/${name#*/}.spec ;;
+			*) f="" ;;
+		esac
+		if [ ! -f "$f" ]; then
+			echo "idem_sql/test/not_applicable names $name, which is no regression test or spec"
+			failed=$((failed + 1))
+			failures+=("not_applicable:$name")
+		fi
+	done
+fi
 if [ ${#regress[@]} -gt 0 ]; then
 	run_suite regress REGRESS "${regress[@]}"
 fi
