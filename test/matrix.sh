@@ -3,16 +3,20 @@
 # each server of test/servers.sh, one after the other:
 #
 #   test/matrix.sh                 every flavour: 15 17 18 19 15-asan 17-cassert
+#                                  15-sql 18-sql
 #   test/matrix.sh 17 15-asan      those only
 #
 # 15-asan, PostgreSQL 15 built with assertions, ASan and UBSan, is also the
 # assert build of 15: 15-cassert names it, and it runs once, on the line
-# "pg15-asan (assert + ASan/UBSan)".
+# "pg15-asan (assert + ASan/UBSan)".  15-sql and 18-sql test the SQL
+# edition (idem_sql/) on the servers of 15 and 18, on lines of their own,
+# "pg15-sql (SQL edition)": test/run.sh says what runs there.
 # Each flavour runs in a copy of the tree of its own (so that objects built
 # for one major never meet another's), inside its chroot where it has one:
 #   15           the checkout itself, as make test
-#   15-asan      /tmp/idem-15-asan
-#   17, 18, 19, 17-cassert
+#   15-asan, 15-sql
+#                /tmp/idem-<flavour>
+#   17, 18, 19, 17-cassert, 18-sql
 #                /tmp/idem-<flavour> in the chroot (the path printed)
 # Each run's output is also kept in tmp_check/matrix/<flavour>.log.
 # After each flavour a line "pgNN: N passed, M failed, K skipped"; after an
@@ -108,7 +112,10 @@ kits_for() {
 run_flavour() {
 	local flavour=$1 label tree log line passed failed skipped traps start kits kits_failed="" sanitizer_logs=""
 	label=pg$flavour
-	case "$flavour" in *-asan) label="$label (assert + ASan/UBSan)" ;; esac
+	case "$flavour" in
+		*-asan) label="$label (assert + ASan/UBSan)" ;;
+		*-sql) label="$label (SQL edition)" ;;
+	esac
 	start=$(date +%s)
 	echo ""
 	echo "=== $label ==="

@@ -19,6 +19,9 @@
 #                so that one run of the suite serves both.
 #   17-cassert   trixie's source package of 17, built in the trixie chroot
 #                with --enable-cassert --enable-debug --enable-tap-tests
+#   15-sql       the servers of 15 and 18 for the SQL edition (idem_sql/):
+#   18-sql       test/run.sh installs idem_sql there instead of idem, and
+#                runs the tests that apply to it (no C library, no preload)
 #
 # In the chroots of packaged servers, Citus too (it is not in Debian):
 # built from CITUS_SRC (a source tree, or a tarball of one), or else from
@@ -73,7 +76,7 @@ CHROOT_RECIPE=1
 BUILD_RECIPE=2
 CITUS_RECIPE=1
 KIT_RECIPE=1
-FLAVOURS=(15 17 18 19 15-asan 17-cassert)
+FLAVOURS=(15 17 18 19 15-asan 17-cassert 15-sql 18-sql)
 APT=(apt-get -o DPkg::Lock::Timeout=900 -o APT::Install-Recommends=false -y -qq)
 export DEBIAN_FRONTEND=noninteractive
 
@@ -85,15 +88,21 @@ die() {
 # The Debian release and where its packages are, per flavour.
 codename_of() {
 	case "$1" in
-		15|15-asan) echo bookworm ;;
+		15|15-asan|15-sql) echo bookworm ;;
 		17|17-cassert) echo trixie ;;
-		18|19) echo sid ;;
+		18|19|18-sql) echo sid ;;
 		*) die "unknown server flavour '$1' (one of: ${FLAVOURS[*]})" ;;
 	esac
 }
 
 major_of() {
 	echo "${1%%-*}"
+}
+
+# The flavour whose server flavour $1 runs on: a -sql flavour's is its
+# major's packaged server (15-sql: 15); the others' their own
+server_of() {
+	echo "${1%-sql}"
 }
 
 # The suite, besides its release, that flavour $1's server packages come
@@ -453,6 +462,7 @@ citus_for() {
 	local flavour=$1 src majors
 	case "$flavour" in
 		*-cassert|*-asan) echo "Citus is built for Debian's servers only, not for this one built from source"; return 1 ;;
+		*-sql) echo "the SQL edition's runs have no Citus test"; return 1 ;;
 	esac
 	if ! in_chroot "$flavour"; then
 		echo "Citus is built in the chroots only, not for the host's $flavour"
@@ -522,7 +532,7 @@ make_citus() (
 # Is flavour $1's server there already (nothing to make, no root needed)?
 # 15 is the host's: test/deps.sh, which installs what is missing, decides.
 ready() {
-	case "$1" in
+	case "$(server_of "$1")" in
 		15) return 1 ;;
 		*-cassert|*-asan)
 			made "$(build_marker "$1")" "$BUILD_RECIPE" &&
@@ -540,8 +550,9 @@ host_packages() {
 
 # Make flavour $1's server (whatever of it is not cached), without Citus.
 prepare_server() {
-	local flavour=$1
-	codename_of "$flavour" >/dev/null
+	local flavour
+	codename_of "$1" >/dev/null
+	flavour=$(server_of "$1")
 	if [ "$flavour" = 15 ]; then
 		# the host's packages: deps.sh installs them as root, or through sudo
 		IDEM_PG_MAJOR=15 bash "$(dirname "${BASH_SOURCE[0]}")/deps.sh" >&2 || exit 1
