@@ -450,6 +450,27 @@ for my $db (@dbs)
 		"$db: it purged the expired keys, and only them");
 }
 
+# --- The same bytes, value by value ---
+
+# test/differential/sql_edition.py asks both editions the same questions
+# (canonical JSON, fingerprints, keys, payment keys with their refusals,
+# exports and each edition's import of the other's export) and compares
+# the answers; a seed of its own each run, printed.
+SKIP:
+{
+	skip 'no /usr/bin/python3 for the differential check', 1 unless -x '/usr/bin/python3';
+	my $seed = int(rand(1_000_000));
+	$c->safe_psql('postgres', 'CREATE DATABASE diff');
+	$c->safe_psql('diff', 'CREATE EXTENSION idem');
+	$sql->safe_psql('postgres', 'CREATE DATABASE diff');
+	$sql->safe_psql('diff', 'CREATE EXTENSION idem_sql CASCADE');
+	my $conninfo = sub { my $n = shift; 'host=' . $n->host . ' port=' . $n->port . ' dbname=diff' };
+	my $out = `/usr/bin/python3 $checkout/test/differential/sql_edition.py $seed 300 '${\ $conninfo->($c)}' '${\ $conninfo->($sql)}' $tmp 2>&1`;
+	is($?, 0, "the C and SQL editions give the same bytes (seed $seed)")
+	  or diag($out . (-f "$tmp/differences.txt" ? slurp_file("$tmp/differences.txt") : ''));
+	note($out);
+}
+
 $sql->stop;
 $c->stop;
 done_testing();
