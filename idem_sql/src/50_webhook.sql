@@ -90,15 +90,19 @@ LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     first boolean;
+    at timestamptz := clock_timestamp();
 BEGIN
-    INSERT INTO idem.webhooks VALUES ($1, $2, clock_timestamp(), clock_timestamp() + $3)
+    -- one reading of the clock per record, so that expires_at - received_at
+    -- is ttl exactly, as in the C edition
+    INSERT INTO idem.webhooks VALUES ($1, $2, at, at + $3)
     ON CONFLICT DO NOTHING
     RETURNING true INTO first;
     IF first THEN
         RETURN true;
     END IF;
-    UPDATE idem.webhooks w SET received_at = clock_timestamp(), expires_at = clock_timestamp() + $3
-    WHERE w.event_id = $2 AND w.source = $1 AND w.expires_at <= clock_timestamp()
+    at := clock_timestamp();
+    UPDATE idem.webhooks w SET received_at = at, expires_at = at + $3
+    WHERE w.event_id = $2 AND w.source = $1 AND w.expires_at <= at
     RETURNING true INTO first;
     RETURN coalesce(first, false);
 END

@@ -127,7 +127,7 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state',
         MESSAGE = 'idem counters are not available',
         DETAIL = 'The counters need shared memory, which only a library loaded at server start can have: the SQL edition (idem_sql) has none.',
-        HINT = 'Use the C edition of idem (CREATE EXTENSION idem) with idem in shared_preload_libraries.';
+        HINT = 'Use the C edition of idem (the extension idem) with idem in shared_preload_libraries.';
 END
 $$;
 REVOKE ALL ON FUNCTION idem.stats_1_3() FROM PUBLIC;
@@ -166,7 +166,7 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state',
         MESSAGE = 'idem counters are not available',
         DETAIL = 'The counters need shared memory, which only a library loaded at server start can have: the SQL edition (idem_sql) has none.',
-        HINT = 'Use the C edition of idem (CREATE EXTENSION idem) with idem in shared_preload_libraries.';
+        HINT = 'Use the C edition of idem (the extension idem) with idem in shared_preload_libraries.';
 END
 $$;
 REVOKE ALL ON FUNCTION idem_stats_reset() FROM PUBLIC;
