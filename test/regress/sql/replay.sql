@@ -110,6 +110,8 @@ SELECT current_database() AS regress_db \gset
 CREATE DATABASE idem_replay_latin1 TEMPLATE template0 ENCODING 'LATIN1' LOCALE 'C';
 \c idem_replay_latin1
 SET client_min_messages = warning;
+-- pgcrypto first, which the SQL edition (idem_sql) requires
+CREATE EXTENSION pgcrypto;
 CREATE EXTENSION idem;
 RESET client_min_messages;
 CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$

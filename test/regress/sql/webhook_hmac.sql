@@ -694,6 +694,8 @@ CREATE DATABASE regress_idem_hmac_latin1 TEMPLATE template0 ENCODING 'LATIN1' LO
 \c regress_idem_hmac_latin1
 SET client_encoding = 'UTF8';
 SET client_min_messages = warning;
+-- pgcrypto first, which the SQL edition (idem_sql) requires
+CREATE EXTENSION pgcrypto;
 CREATE EXTENSION idem;
 RESET client_min_messages;
 -- Adyen's example of adyen-python-api-library's test/UtilTest.py as above,
