@@ -273,19 +273,28 @@ DECLARE
     v_ttl interval;
     e text[];
     now_ts timestamptz;
-    v_lease_until timestamptz;
     r idem.keys;
     c record;
     v_xmin xid;
     first boolean;
+    marked boolean;
 BEGIN
-    v_lease := coalesce(lease, idem.setting_lease());
-    v_ttl := coalesce(ttl, idem.setting_ttl());
+    -- The common call (good arguments, lease and ttl from settings at their
+    -- defaults, a writable transaction) is told by one cheap expression;
+    -- the settings are parsed and the arguments checked only past it.  At
+    -- their defaults the settings read '' (unset, or NULL) or as a server
+    -- with the C library shows them ('1min', '1d'); v_lease and v_ttl then
+    -- stay NULL, and the insert takes the defaults' intervals: 60 seconds
+    -- ('1min' is the same interval), and 24 hours, or 1 day for '1d', as
+    -- idem.setting_ttl() reads it.
     IF key IS NULL OR scope IS NULL OR octet_length(key) NOT BETWEEN 1 AND 255
        OR octet_length(scope) > 255 OR octet_length(fingerprint) > 255
        OR lease IS NOT NULL OR ttl IS NOT NULL
-       OR v_lease <= interval '0' OR v_ttl <= interval '0'
+       OR coalesce(current_setting('idem.lease', true), '') NOT IN ('', '1min')
+       OR coalesce(current_setting('idem.ttl', true), '') NOT IN ('', '1d')
        OR current_setting('transaction_read_only') = 'on' THEN
+        v_lease := coalesce(lease, idem.setting_lease());
+        v_ttl := coalesce(ttl, idem.setting_ttl());
         e := idem.claim_args_error(key, fingerprint, scope, v_lease, v_ttl, 'idem_claim()');
         IF e IS NOT NULL THEN
             IF e[3] IS NULL AND e[4] IS NULL THEN
@@ -304,38 +313,45 @@ BEGIN
         SELECT * INTO c FROM idem.claim_key_busy();
     ELSIF nowait THEN
         BEGIN
-            SELECT * INTO c FROM idem.claim_key_nowait(key, fingerprint, scope, v_lease, v_ttl);
+            SELECT * INTO c FROM idem.claim_key_nowait(key, fingerprint, scope,
+                                                       coalesce(v_lease, idem.setting_lease()),
+                                                       coalesce(v_ttl, idem.setting_ttl()));
         EXCEPTION WHEN lock_not_available THEN
             -- another transaction is deciding this key right now
             SELECT * INTO c FROM idem.claim_key_busy();
         END;
     ELSE
-        -- a new key: one statement
+        -- a new key: one statement, which also takes the marker of the
+        -- transaction's first claim (in RETURNING: only for a row written)
         now_ts := clock_timestamp();
-        v_lease_until := now_ts + v_lease;
         first := pg_current_xact_id_if_assigned() IS NULL;
         INSERT INTO idem.keys AS k
             (scope, key, state, token, attempt, fingerprint, lease_until, created_at, expires_at)
         VALUES (scope, key, 'processing', nextval('idem.token_seq'), 1, fingerprint,
-                v_lease_until, now_ts, greatest(now_ts + v_ttl, v_lease_until))
+                now_ts + coalesce(v_lease, interval '60 seconds'), now_ts,
+                greatest(now_ts + coalesce(v_ttl, CASE current_setting('idem.ttl', true)
+                                                      WHEN '1d' THEN interval '1 day'
+                                                      ELSE interval '24 hours' END),
+                         now_ts + coalesce(v_lease, interval '60 seconds')))
         ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
-        RETURNING k.token, k.xmin INTO token, v_xmin;
+        RETURNING 'claimed', 1, k.token, k.xmin,
+                  first AND pg_try_advisory_xact_lock(idem.claim_lock_key(k.key, k.scope))
+             INTO status, attempt, token, v_xmin, marked;
         IF FOUND THEN
-            IF clock_timestamp() > now_ts + interval '10 ms' THEN
-                -- it waited for another transaction's claim: the lease and
-                -- ttl run from now, as the C edition's
-                PERFORM idem.claim_restamp(key, scope, token, v_lease, v_ttl);
+            IF clock_timestamp() > now_ts + interval '10 ms'
+               OR v_xmin <> pg_current_xact_id_if_assigned()::xid THEN
+                IF clock_timestamp() > now_ts + interval '10 ms' THEN
+                    -- it waited for another transaction's claim: the lease and
+                    -- ttl run from now, as the C edition's
+                    PERFORM idem.claim_restamp(key, scope, token,
+                                               coalesce(v_lease, idem.setting_lease()),
+                                               coalesce(v_ttl, idem.setting_ttl()));
+                END IF;
+                -- a subtransaction's claim is remembered (idem.claim_note, inline)
+                IF v_xmin <> pg_current_xact_id_if_assigned()::xid THEN
+                    PERFORM idem.claim_remember(token);
+                END IF;
             END IF;
-            -- the marker of the transaction's first claim; a subtransaction's
-            -- claim is remembered (idem.claim_note, inline)
-            IF first THEN
-                PERFORM pg_try_advisory_xact_lock(idem.claim_lock_key(key, scope));
-            END IF;
-            IF v_xmin <> pg_current_xact_id_if_assigned()::xid THEN
-                PERFORM idem.claim_remember(token);
-            END IF;
-            status := 'claimed';
-            attempt := 1;
             RETURN;
         END IF;
         -- the key's row: a replay, a mismatch or a live attempt, which no
@@ -367,7 +383,9 @@ BEGIN
         END IF;
         -- taken by another transaction since the read, or to be taken over:
         -- decided again, under the row's lock
-        SELECT * INTO c FROM idem.claim_key(key, fingerprint, scope, v_lease, v_ttl, NOT FOUND);
+        SELECT * INTO c FROM idem.claim_key(key, fingerprint, scope,
+                                            coalesce(v_lease, idem.setting_lease()),
+                                            coalesce(v_ttl, idem.setting_ttl()), NOT FOUND);
     END IF;
 
     status := c.status;
