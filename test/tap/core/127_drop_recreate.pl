@@ -31,7 +31,22 @@ my $SECONDS = $ENV{IDEM_DROP_SECONDS} // 15;
 
 # What a client may see while the extension is dropped or re-created
 # (doc/api.md, "Errors"), and which of them the dropper may see.
-my %DOCUMENTED = map { $_ => 1 } qw(42883 3F000 42P01 40P01 ID002);
+# XX000/parse: PostgreSQL's own race, not idem's: the parser looks a
+# function up by name, then by its OID, and takes no lock in between, so a
+# statement parsed (or a prepared one parsed again) just as DROP EXTENSION
+# commits fails with "cache lookup failed for function N" and a position in
+# the statement (doc/api.md, "Errors").  An XX000 anywhere else fails.
+my %DOCUMENTED = map { $_ => 1 } qw(42883 3F000 42P01 40P01 ID002 XX000/parse);
+
+# The SQLSTATE of $dbh's last error, XX000/parse for the parser's race
+sub state_of
+{
+	my ($dbh) = @_;
+	my $state = $dbh->state;
+	return 'XX000/parse'
+	  if $state eq 'XX000' && $dbh->errstr =~ /^ERROR:  cache lookup failed for function \d+\nLINE \d+: /;
+	return $state;
+}
 
 my $node = idem_node('drop_recreate', q(
 idem.purge_interval = '1s'
@@ -125,7 +140,7 @@ sub client
 		{
 			my ($name, @args) = @$step;
 			next if $st{$name}->execute(@args);
-			my $state = $dbh->state;
+			my $state = state_of($dbh);
 			$states{$state}++;
 			$messages{$state} //= "$name: " . $dbh->errstr;
 			$dbh->rollback if $tx;
@@ -185,7 +200,7 @@ sub dropper
 			for (;;)
 			{
 				last if $dbh->do($sql);
-				my $state = $dbh->state;
+				my $state = state_of($dbh);
 				$states{$state}++;
 				$messages{$state} //= $dbh->errstr;
 				$dbh->do('ROLLBACK');
@@ -239,7 +254,10 @@ ok($seen{42883} || $seen{'3F000'} || $seen{'42P01'}, 'clients met the extension 
 
 # The server's log, the purge worker's reports included
 my $log = slurp_file($node->logfile, $log_start);
-my @internal = $log =~ /^.*\] (?:XX|58)\d\d\d .*$/mg;
+# (but the parser's race: its error has a position, and its statement)
+my %race = map { $_ => 1 } $log =~ /^.*\[(\d+)\] XX000 ERROR:  cache lookup failed for function \d+ at character \d+$/mg;
+my @internal = grep { !/\[(\d+)\] XX000 (?:ERROR:  cache lookup failed for function \d+ at character \d+|STATEMENT:  )/ || !$race{$1} }
+  $log =~ /^.*\] (?:XX|58)\d\d\d .*$/mg;
 is(scalar(@internal), 0, 'no internal error in the log')
   or diag(join("\n", @internal[ 0 .. ($#internal < 9 ? $#internal : 9) ]));
 
