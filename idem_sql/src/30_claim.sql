@@ -76,16 +76,18 @@ RETURN x OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id_if_assigned()::xid
     OR pg_catalog.strpos(pg_catalog.current_setting('idem_sql.claims', true),
                          ',' OPERATOR(pg_catalog.||) t OPERATOR(pg_catalog.||) ',') OPERATOR(pg_catalog.>) 0;
 
--- Start the lease and ttl of the new row of a claim from now: its insert
--- waited for another transaction's claim of the key, which rolled back.
+-- Start the lease and ttl of the new row of a claim from now (one reading
+-- of the clock, as the C edition's): its insert waited for another
+-- transaction's claim of the key, which rolled back.
 CREATE OR REPLACE FUNCTION idem.claim_restamp(
     p_key text, p_scope text, p_token bigint, p_lease interval, p_ttl interval)
 RETURNS void
 LANGUAGE sql VOLATILE
 BEGIN ATOMIC
     UPDATE idem.keys k
-       SET created_at = clock_timestamp(), lease_until = clock_timestamp() + p_lease,
-           expires_at = greatest(clock_timestamp() + p_ttl, clock_timestamp() + p_lease)
+       SET created_at = n.t, lease_until = n.t + p_lease,
+           expires_at = greatest(n.t + p_ttl, n.t + p_lease)
+      FROM (SELECT clock_timestamp() AS t) n
      WHERE k.key = p_key AND k.scope = p_scope AND k.token = p_token;
 END;
 
