@@ -129,7 +129,7 @@ installcheck() {
 # (where the Makefile writes it: $IDEM_BUILD/$1), $2 its make variable
 # (REGRESS or ISOLATION), then the test names.
 run_suite() {
-	local label=$1 var=$2 out=$IDEM_BUILD/$1 rc
+	local label=$1 var=$2 out=$IDEM_BUILD/$1 rc t0=$SECONDS
 	shift 2
 	echo ""
 	echo "== $label: $# test(s) =="
@@ -137,6 +137,7 @@ run_suite() {
 	as_server_user mkdir -p "$out"
 	installcheck "$(step_limit 900)" "$var=$*" 2>&1 | tee "$out.log"
 	rc=${PIPESTATUS[0]}
+	echo "($label took $((SECONDS - t0)) s)"
 	[ "$rc" = 124 ] && echo "$label: stopped after its time limit"
 	stop_leftover "$out-instance/data"
 	count_results "$out.log" "$label" "$@"
@@ -155,7 +156,7 @@ run_suite() {
 # it), so that one that dies or hangs is one failure and the others still
 # run.
 run_tap() {
-	local out=$IDEM_BUILD/tap t name rc log srclog
+	local out=$IDEM_BUILD/tap t name rc log srclog t0 took
 	echo ""
 	echo "== tap: $# file(s) =="
 	rm -rf "$out"
@@ -163,19 +164,21 @@ run_tap() {
 	for t in "$@"; do
 		name=$(basename "$t" .pl)
 		log=$out/$name.prove.log
+		t0=$SECONDS
 		installcheck "$(step_limit 600)" TAP_TESTS=1 PROVE_TESTS="$t" PROVE_FLAGS=-v >"$log" 2>&1
 		rc=$?
+		took="$((SECONDS - t0)) s"
 		if [ "$rc" = 0 ] && grep -q '^Result: NOTESTS' "$log"; then
 			# plan skip_all: what this server lacks, never a pass
 			skipped=$((skipped + 1))
-			echo "$t ... $(grep -o 'skipped: .*' "$log" | head -n 1)"
+			echo "$t ... $(grep -o 'skipped: .*' "$log" | head -n 1) ($took)"
 		elif [ "$rc" = 0 ]; then
 			passed=$((passed + 1))
-			echo "$t ... ok ($(grep -c '^ok ' "$log") assertions)"
+			echo "$t ... ok ($(grep -c '^ok ' "$log") assertions, $took)"
 		else
 			failed=$((failed + 1))
 			failures+=("$t")
-			[ "$rc" = 124 ] && echo "$t ... stopped after its time limit" || echo "$t ... FAILED"
+			[ "$rc" = 124 ] && echo "$t ... stopped after its time limit ($took)" || echo "$t ... FAILED ($took)"
 			echo "-- prove output ($log) --"
 			grep -v '^ok ' "$log" | tail -n "${IDEM_DIFF_LINES:-150}"
 			srclog=$out/tmp_check/log/regress_log_$name
