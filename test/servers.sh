@@ -443,6 +443,19 @@ citus_source() {
 	[ -n "$f" ] && realpath "$f"
 }
 
+# The pg_tle source that 129_sql_edition.pl builds: PG_TLE_SRC, or the
+# newest tarball in the shared/vendor directory beside the checkout; false
+# when there is none.
+pg_tle_source() {
+	local f
+	if [ -n "${PG_TLE_SRC:-}" ]; then
+		[ -e "$PG_TLE_SRC" ] && realpath "$PG_TLE_SRC"
+		return
+	fi
+	f=$(ls -1 "$(dirname "${BASH_SOURCE[0]}")"/../../shared/vendor/pg_tle-*.tar.gz 2>/dev/null | tail -n 1)
+	[ -n "$f" ] && realpath "$f"
+}
+
 # The PostgreSQL majors that Citus source $1 builds for, one a line: those
 # its configure accepts ("Citus is not compatible with the detected
 # PostgreSQL version" for the others)
@@ -595,8 +608,16 @@ run() {
 		if why=$(citus_for "$flavour"); then
 			[ -f "$root$(citus_dir "$flavour")/.idem-ready" ] && citus=$(citus_dir "$flavour")
 		fi
+		# pg_tle's source, copied in where the test finds it (a tarball)
+		local tle="" src
+		if src=$(pg_tle_source) && [ -f "$src" ]; then
+			mkdir -p "$root/opt/idem-vendor" &&
+				cp "$src" "$root/opt/idem-vendor/" &&
+				tle=/opt/idem-vendor/$(basename "$src")
+		fi
 		# the application runtimes are the host's only (test/deps.sh)
 		chroot_exec "$root" env PG_CONFIG="$pgc" IDEM_APP_DEPS=0 IDEM_CITUS="$citus" IDEM_CITUS_SKIP="$why" \
+			PG_TLE_SRC="$tle" \
 			IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" "${sanitizers[@]}" "$@"
 	else
 		env PG_CONFIG="$pgc" IDEM_PG_MAJOR="$(major_of "$flavour")" IDEM_FLAVOUR="$flavour" \
