@@ -281,12 +281,12 @@ if [ "$edition" = sql ]; then
 	done
 	# diff as pg_regress runs it, but blind to the CONTEXT lines that name
 	# a PL/pgSQL or SQL function (and the lines of such a context after
-	# its first)
+	# its first, among them the statement that called a function)
 	mkdir -p "$sql_tests/bin"
 	cat >"$sql_tests/bin/diff" <<-EOS
 		#!/bin/sh
 		exec $(command -v diff) -I '^CONTEXT:  PL/pgSQL function ' -I '^PL/pgSQL function ' \
-			-I '^CONTEXT:  SQL function "' -I '^SQL function "' "\$@"
+			-I '^CONTEXT:  SQL function "' -I '^SQL function "' -I '^SQL statement "' "\$@"
 	EOS
 	chmod +x "$sql_tests/bin/diff"
 	[ "$(id -u)" = 0 ] && chown -R postgres: "$sql_tests"

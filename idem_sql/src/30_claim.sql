@@ -257,16 +257,16 @@ RETURN coalesce(idem.input_key_error(p_key, 'key'), idem.input_fingerprint_error
                 idem.input_interval_error(p_lease, 'lease'),
                 idem.input_interval_error(p_ttl, 'ttl'), idem.input_writable_error(fname));
 
--- Take the key for a new attempt, or say why not (completed, failed,
--- in_progress, mismatch); with nowait, never wait for another transaction.
--- The common case, a new key, is one INSERT.
-CREATE OR REPLACE FUNCTION idem_claim(
-    key text, fingerprint bytea DEFAULT NULL, scope text DEFAULT '',
-    lease interval DEFAULT NULL, ttl interval DEFAULT NULL, nowait boolean DEFAULT false,
+-- idem_claim past its fast path, and its whole work on any call: take the
+-- key for a new attempt, or say why not (completed, failed, in_progress,
+-- mismatch); with nowait, never wait for another transaction.  The common
+-- case, a new key, is one INSERT.
+CREATE OR REPLACE FUNCTION idem.claim_full(
+    key text, fingerprint bytea, scope text, lease interval, ttl interval, nowait boolean,
     OUT status text, OUT token bigint, OUT attempt integer, OUT response jsonb,
     OUT checkpoint text, OUT checkpoint_data jsonb, OUT retry_after interval)
 RETURNS record
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -275,7 +275,6 @@ DECLARE
     v_ttl interval;
     e text[];
     now_ts timestamptz;
-    r idem.keys;
     c record;
     v_xmin xid;
     first boolean;
@@ -356,38 +355,12 @@ BEGIN
             END IF;
             RETURN;
         END IF;
-        -- the key's row: a replay, a mismatch or a live attempt, which no
-        -- writer can take back, is answered from it without a lock, so a
-        -- storm of retries is answered in parallel
-        now_ts := clock_timestamp();
-        SELECT * INTO r FROM idem.keys k WHERE k.key = idem_claim.key AND k.scope = idem_claim.scope;
-        IF NOT FOUND THEN
-            NULL;       -- purged since the insert: claim_key inserts again
-        ELSIF r.expires_at > now_ts THEN
-            IF fingerprint IS NOT NULL AND r.fingerprint IS NOT NULL AND r.fingerprint <> fingerprint THEN
-                status := 'mismatch';
-                RETURN;
-            ELSIF r.state = 'completed' OR r.state = 'failed' THEN
-                status := r.state;
-                attempt := r.attempt;
-                response := r.response;
-                -- a key finished by idem_http_respond replays its body as jsonb
-                IF r.body IS NOT NULL AND r.response IS NULL THEN
-                    response := idem.claim_body_jsonb(r.body);
-                END IF;
-                RETURN;
-            ELSIF r.state = 'processing' AND r.lease_until > now_ts THEN
-                status := 'in_progress';
-                attempt := r.attempt;
-                retry_after := r.lease_until - now_ts;
-                RETURN;
-            END IF;
-        END IF;
-        -- taken by another transaction since the read, or to be taken over:
-        -- decided again, under the row's lock
+        -- the key's row: a replay, a mismatch or a live attempt is answered
+        -- from a plain read, so a storm of retries is answered in parallel;
+        -- a row to take over is taken under its lock
         SELECT * INTO c FROM idem.claim_key(key, fingerprint, scope,
                                             coalesce(v_lease, idem.setting_lease()),
-                                            coalesce(v_ttl, idem.setting_ttl()), NOT FOUND);
+                                            coalesce(v_ttl, idem.setting_ttl()), false);
     END IF;
 
     status := c.status;
@@ -400,6 +373,139 @@ BEGIN
     -- a key finished by idem_http_respond replays its body as jsonb
     IF c.body IS NOT NULL AND c.response IS NULL THEN
         response := idem.claim_body_jsonb(c.body);
+    END IF;
+END
+$$;
+
+-- The fast paths of idem_claim, idem_complete and idem_webhook (and of
+-- idem_webhook's in 50_webhook.sql) run with the caller's search_path: a
+-- SET clause would cost each call a save and restore of the setting, about
+-- a tenth of a claim's CPU.  So that no object of the caller's can stand in
+-- for one of PostgreSQL's, everything they name is qualified: functions
+-- and types by pg_catalog, operators as OPERATOR(pg_catalog.op), and they
+-- use no construct that looks an operator up by name (IN, BETWEEN, IS
+-- DISTINCT FROM, CASE x WHEN).  Every other call goes to the full function
+-- (idem.claim_full, idem.complete_full, idem.webhook_full), which pins the
+-- search_path.  sql/search_path_hostile.sql calls them under a search_path
+-- of decoys.
+
+-- Take the key for a new attempt, or say why not (completed, failed,
+-- in_progress, mismatch); with nowait, never wait for another transaction.
+-- Fast path: good arguments, lease and ttl from settings at their defaults
+-- (they read '' when unset, or as a server with the C library shows them:
+-- '1min', '1d', which idem.setting_ttl() reads as 1 day), a writable
+-- transaction, no nowait; then a new key is one INSERT, and a replay, a
+-- mismatch or a live attempt one read.  The rest is idem.claim_full's.
+CREATE OR REPLACE FUNCTION idem_claim(
+    key text, fingerprint bytea DEFAULT NULL, scope text DEFAULT '',
+    lease interval DEFAULT NULL, ttl interval DEFAULT NULL, nowait boolean DEFAULT false,
+    OUT status text, OUT token bigint, OUT attempt integer, OUT response jsonb,
+    OUT checkpoint text, OUT checkpoint_data jsonb, OUT retry_after interval)
+RETURNS record
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+AS $$
+#variable_conflict use_variable
+DECLARE
+    now_ts pg_catalog.timestamptz;
+    r idem.keys;
+    v_xmin pg_catalog.xid;
+    first boolean;
+    marked boolean;
+BEGIN
+    IF NOT (key IS NOT NULL AND scope IS NOT NULL AND lease IS NULL AND ttl IS NULL
+            AND NOT nowait
+            AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.>) 0
+            AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.<=) 255
+            AND pg_catalog.octet_length(scope) OPERATOR(pg_catalog.<=) 255
+            AND coalesce(pg_catalog.octet_length(fingerprint), 0) OPERATOR(pg_catalog.<=) 255
+            AND coalesce(pg_catalog.current_setting('idem.lease', true), '')
+                OPERATOR(pg_catalog.=) ANY ('{"",1min}'::pg_catalog.text[])
+            AND coalesce(pg_catalog.current_setting('idem.ttl', true), '')
+                OPERATOR(pg_catalog.=) ANY ('{"",1d}'::pg_catalog.text[])
+            AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off') THEN
+        SELECT f.status, f.token, f.attempt, f.response, f.checkpoint, f.checkpoint_data, f.retry_after
+          INTO status, token, attempt, response, checkpoint, checkpoint_data, retry_after
+          FROM idem.claim_full(key, fingerprint, scope, lease, ttl, nowait) f;
+        RETURN;
+    END IF;
+
+    -- a new key: one statement, which also takes the marker of the
+    -- transaction's first claim (in RETURNING: only for a row written);
+    -- expires_at is past lease_until at these settings
+    now_ts := pg_catalog.clock_timestamp();
+    first := pg_catalog.pg_current_xact_id_if_assigned() IS NULL;
+    INSERT INTO idem.keys AS k
+        (scope, key, state, token, attempt, fingerprint, lease_until, created_at, expires_at)
+    VALUES (scope, key, 'processing', pg_catalog.nextval('idem.token_seq'), 1, fingerprint,
+            now_ts OPERATOR(pg_catalog.+) interval '60 seconds', now_ts,
+            now_ts OPERATOR(pg_catalog.+)
+                CASE WHEN pg_catalog.current_setting('idem.ttl', true) OPERATOR(pg_catalog.=) '1d'
+                     THEN interval '1 day' ELSE interval '24 hours' END)
+    ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
+    RETURNING 'claimed', 1, k.token, k.xmin,
+              first AND pg_catalog.pg_try_advisory_xact_lock(idem.claim_lock_key(k.key, k.scope))
+         INTO status, attempt, token, v_xmin, marked;
+    IF FOUND THEN
+        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (now_ts OPERATOR(pg_catalog.+) interval '10 ms')
+           OR v_xmin OPERATOR(pg_catalog.<>) pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.xid THEN
+            -- it waited for another transaction's claim, or a subtransaction claimed
+            PERFORM idem.claim_inserted(key, scope, token, v_xmin, now_ts);
+        END IF;
+        RETURN;
+    END IF;
+
+    -- the key's row: a replay, a mismatch or a live attempt, which no
+    -- writer can take back, is answered from it without a lock, so a storm
+    -- of retries is answered in parallel
+    SELECT * INTO r FROM idem.keys k
+     WHERE k.key OPERATOR(pg_catalog.=) idem_claim.key
+       AND k.scope OPERATOR(pg_catalog.=) idem_claim.scope;
+    now_ts := pg_catalog.clock_timestamp();
+    IF FOUND AND r.expires_at OPERATOR(pg_catalog.>) now_ts THEN
+        IF fingerprint IS NOT NULL AND r.fingerprint IS NOT NULL
+           AND r.fingerprint OPERATOR(pg_catalog.<>) fingerprint THEN
+            status := 'mismatch';
+            RETURN;
+        ELSIF r.state OPERATOR(pg_catalog.=) 'completed' OR r.state OPERATOR(pg_catalog.=) 'failed' THEN
+            status := r.state;
+            attempt := r.attempt;
+            response := r.response;
+            -- a key finished by idem_http_respond replays its body as jsonb
+            IF r.body IS NOT NULL AND r.response IS NULL THEN
+                response := idem.claim_body_jsonb(r.body);
+            END IF;
+            RETURN;
+        ELSIF r.state OPERATOR(pg_catalog.=) 'processing' AND r.lease_until OPERATOR(pg_catalog.>) now_ts THEN
+            status := 'in_progress';
+            attempt := r.attempt;
+            retry_after := r.lease_until OPERATOR(pg_catalog.-) now_ts;
+            RETURN;
+        END IF;
+    END IF;
+    -- purged since the insert, taken by another transaction since the read,
+    -- or to be taken over: decided again, under the row's lock
+    SELECT f.status, f.token, f.attempt, f.response, f.checkpoint, f.checkpoint_data, f.retry_after
+      INTO status, token, attempt, response, checkpoint, checkpoint_data, retry_after
+      FROM idem.claim_full(key, fingerprint, scope, lease, ttl, nowait) f;
+END
+$$;
+
+-- The end of a claim whose new row idem_claim's fast path inserted at
+-- started, when its insert waited (for another transaction's claim of the
+-- key, which rolled back: the lease and ttl run from now, as the C
+-- edition's) or a subtransaction made it (remembered, as idem.claim_note).
+CREATE OR REPLACE FUNCTION idem.claim_inserted(
+    p_key text, p_scope text, p_token bigint, x xid, started timestamptz)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+BEGIN
+    IF clock_timestamp() > started + interval '10 ms' THEN
+        PERFORM idem.claim_restamp(p_key, p_scope, p_token, idem.setting_lease(), idem.setting_ttl());
+    END IF;
+    IF x <> pg_current_xact_id_if_assigned()::xid THEN
+        PERFORM idem.claim_remember(p_token);
     END IF;
 END
 $$;
@@ -472,11 +578,11 @@ BEGIN
 END
 $$;
 
--- Mark the current attempt completed and keep its response for replays.
-CREATE OR REPLACE FUNCTION idem_complete(
-    key text, response jsonb DEFAULT NULL, scope text DEFAULT '', token bigint DEFAULT NULL)
+-- idem_complete past its fast path, and its whole work on any call.
+CREATE OR REPLACE FUNCTION idem.complete_full(
+    key text, response jsonb, scope text, token bigint)
 RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
 #variable_conflict use_variable
@@ -494,12 +600,12 @@ BEGIN
         -- the in-transaction way: this transaction's claim, still processing
         UPDATE idem.keys k
            SET state = 'completed', completed_at = clock_timestamp(), lease_until = NULL,
-               response = idem_complete.response
-         WHERE k.key = idem_complete.key AND k.scope = idem_complete.scope
+               response = complete_full.response
+         WHERE k.key = complete_full.key AND k.scope = complete_full.scope
            AND k.state = 'processing'
-           AND CASE WHEN idem_complete.token IS NULL
+           AND CASE WHEN complete_full.token IS NULL
                     THEN idem.claim_is_mine(k.token, k.xmin)
-                    ELSE k.token = idem_complete.token
+                    ELSE k.token = complete_full.token
                          AND (k.expires_at > clock_timestamp() OR idem.claim_is_mine(k.token, k.xmin))
                END;
         IF FOUND THEN
@@ -520,6 +626,36 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], HINT = e[4];
     END IF;
     RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3], HINT = e[4];
+END
+$$;
+
+-- Mark the current attempt completed and keep its response for replays.
+-- Fast path (qualified, as idem_claim's): no token, a small response, a
+-- writable transaction, and a row this transaction's top level claimed,
+-- still processing; its row proves the key and scope good.  The rest is
+-- idem.complete_full's.
+CREATE OR REPLACE FUNCTION idem_complete(
+    key text, response jsonb DEFAULT NULL, scope text DEFAULT '', token bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+AS $$
+#variable_conflict use_variable
+BEGIN
+    IF token IS NULL
+       AND (response IS NULL OR pg_catalog.pg_column_size(response) OPERATOR(pg_catalog.<=) 1024)
+       AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off' THEN
+        UPDATE idem.keys k
+           SET state = 'completed', completed_at = pg_catalog.clock_timestamp(), lease_until = NULL,
+               response = idem_complete.response
+         WHERE k.key OPERATOR(pg_catalog.=) idem_complete.key
+           AND k.scope OPERATOR(pg_catalog.=) idem_complete.scope
+           AND k.state OPERATOR(pg_catalog.=) 'processing'
+           AND k.xmin OPERATOR(pg_catalog.=) pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.xid;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+    PERFORM idem.complete_full(key, response, scope, token);
 END
 $$;
 
@@ -648,7 +784,10 @@ REVOKE ALL ON FUNCTION idem.claim_remember(bigint), idem.claim_is_mine(bigint, x
     idem.claim_restamp(text, text, bigint, interval, interval),
     idem.claim_body_jsonb(text),
     idem.claim_args_error(text, bytea, text, interval, interval, text),
-    idem.claim_finish(text, text, text, text, bigint, jsonb, text, interval, smallint, text)
+    idem.claim_finish(text, text, text, text, bigint, jsonb, text, interval, smallint, text),
+    idem.claim_full(text, bytea, text, interval, interval, boolean),
+    idem.claim_inserted(text, text, bigint, xid, timestamptz),
+    idem.complete_full(text, jsonb, text, bigint)
     FROM PUBLIC;
 REVOKE ALL ON FUNCTION idem_claim(text, bytea, text, interval, interval, boolean),
     idem_complete(text, jsonb, text, bigint),

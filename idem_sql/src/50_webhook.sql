@@ -109,13 +109,11 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.wh_record(text, text, interval) FROM PUBLIC;
 
--- idem_webhook(source, event_id, ttl): true the first time (source,
--- event_id) is seen, in the caller's transaction; false for a duplicate.
--- The checks are written out here, the helpers called only to raise.
-CREATE OR REPLACE FUNCTION idem_webhook(source text, event_id text, ttl interval DEFAULT NULL)
+-- idem_webhook past its fast path, and its whole work on any call.  The
+-- checks are written out here, the helpers called only to raise.
+CREATE OR REPLACE FUNCTION idem.webhook_full(source text, event_id text, ttl interval)
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, idem, pg_temp
 AS $$
 DECLARE
@@ -130,6 +128,49 @@ BEGIN
                                        idem.input_writable_error('idem_webhook()')));
     END IF;
     RETURN idem.wh_record(source, event_id, coalesce(ttl, idem.setting_interval('idem.webhook_ttl', interval '7 days')));
+END
+$$;
+REVOKE ALL ON FUNCTION idem.webhook_full(text, text, interval) FROM PUBLIC;
+
+-- idem_webhook(source, event_id, ttl): true the first time (source,
+-- event_id) is seen, in the caller's transaction; false for a duplicate.
+-- Fast path (qualified, as idem_claim's in 30_claim.sql): good arguments,
+-- idem.webhook_ttl at its default (unset, or '7d' as a server with the C
+-- library shows it), a writable transaction; the record is then
+-- idem.wh_record's, written out.  The rest is idem.webhook_full's.
+CREATE OR REPLACE FUNCTION idem_webhook(source text, event_id text, ttl interval DEFAULT NULL)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+AS $$
+#variable_conflict use_variable
+DECLARE
+    first boolean;
+    at pg_catalog.timestamptz;
+BEGIN
+    IF NOT (source IS NOT NULL AND event_id IS NOT NULL AND ttl IS NULL
+            AND pg_catalog.octet_length(source) OPERATOR(pg_catalog.<=) 255
+            AND pg_catalog.octet_length(event_id) OPERATOR(pg_catalog.>) 0
+            AND pg_catalog.octet_length(event_id) OPERATOR(pg_catalog.<=) 255
+            AND coalesce(pg_catalog.current_setting('idem.webhook_ttl', true), '')
+                OPERATOR(pg_catalog.=) ANY ('{"",7d}'::pg_catalog.text[])
+            AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off') THEN
+        RETURN idem.webhook_full(source, event_id, ttl);
+    END IF;
+    at := pg_catalog.clock_timestamp();
+    INSERT INTO idem.webhooks VALUES (source, event_id, at, at OPERATOR(pg_catalog.+) interval '7 days')
+    ON CONFLICT DO NOTHING
+    RETURNING true INTO first;
+    IF first THEN
+        RETURN true;
+    END IF;
+    at := pg_catalog.clock_timestamp();
+    UPDATE idem.webhooks w SET received_at = at, expires_at = at OPERATOR(pg_catalog.+) interval '7 days'
+     WHERE w.event_id OPERATOR(pg_catalog.=) idem_webhook.event_id
+       AND w.source OPERATOR(pg_catalog.=) idem_webhook.source
+       AND w.expires_at OPERATOR(pg_catalog.<=) at
+    RETURNING true INTO first;
+    RETURN coalesce(first, false);
 END
 $$;
 REVOKE ALL ON FUNCTION idem_webhook(text, text, interval) FROM PUBLIC;
