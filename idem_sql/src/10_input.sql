@@ -133,16 +133,19 @@ BEGIN
 END
 $$;
 
--- A time setting (idem.ttl, idem.lease, idem.webhook_ttl) as an interval:
--- a bare number is seconds (the C edition's unit), or a value with a unit
--- ('30s', '5min', '24h', '7d'); NULL or '' is the default.
+-- A time setting (idem.ttl, idem.lease, idem.webhook_ttl) as an interval
+-- of seconds, as the C edition holds it: a bare number is seconds, or a
+-- value with a unit ('30s', '5min', '24h', '7d': 604800 seconds, not 7
+-- calendar days, which a change of daylight saving time makes longer or
+-- shorter); NULL or '' is the default.
 CREATE OR REPLACE FUNCTION idem.setting_interval(name text, dflt interval) RETURNS interval
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN CASE
     WHEN coalesce(pg_catalog.current_setting(name, true), '') = '' THEN dflt
     WHEN pg_catalog.current_setting(name, true) OPERATOR(pg_catalog.~) '^\s*[0-9]+\s*$'
         THEN pg_catalog.make_interval(secs => pg_catalog.current_setting(name, true)::pg_catalog.float8)
-    ELSE pg_catalog.current_setting(name, true)::pg_catalog.interval
+    ELSE pg_catalog.make_interval(secs => pg_catalog.date_part('epoch',
+             pg_catalog.current_setting(name, true)::pg_catalog.interval))
 END;
 
 -- idem.ttl (default 24h): how long a key is kept.

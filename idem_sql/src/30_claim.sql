@@ -285,9 +285,8 @@ BEGIN
     -- the settings are parsed and the arguments checked only past it.  At
     -- their defaults the settings read '' (unset, or NULL) or as a server
     -- with the C library shows them ('1min', '1d'); v_lease and v_ttl then
-    -- stay NULL, and the insert takes the defaults' intervals: 60 seconds
-    -- ('1min' is the same interval), and 24 hours, or 1 day for '1d', as
-    -- idem.setting_ttl() reads it.
+    -- stay NULL, and the insert takes the defaults' intervals, 60 seconds
+    -- and 24 hours.
     IF key IS NULL OR scope IS NULL OR octet_length(key) NOT BETWEEN 1 AND 255
        OR octet_length(scope) > 255 OR octet_length(fingerprint) > 255
        OR lease IS NOT NULL OR ttl IS NOT NULL
@@ -330,9 +329,7 @@ BEGIN
             (scope, key, state, token, attempt, fingerprint, lease_until, created_at, expires_at)
         VALUES (scope, key, 'processing', nextval('idem.token_seq'), 1, fingerprint,
                 now_ts + coalesce(v_lease, interval '60 seconds'), now_ts,
-                greatest(now_ts + coalesce(v_ttl, CASE current_setting('idem.ttl', true)
-                                                      WHEN '1d' THEN interval '1 day'
-                                                      ELSE interval '24 hours' END),
+                greatest(now_ts + coalesce(v_ttl, interval '24 hours'),
                          now_ts + coalesce(v_lease, interval '60 seconds')))
         ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
         RETURNING 'claimed', 1, k.token, k.xmin,
@@ -393,7 +390,7 @@ $$;
 -- in_progress, mismatch); with nowait, never wait for another transaction.
 -- Fast path: good arguments, lease and ttl from settings at their defaults
 -- (they read '' when unset, or as a server with the C library shows them:
--- '1min', '1d', which idem.setting_ttl() reads as 1 day), a writable
+-- '1min', '1d'; 60 seconds and 24 hours), a writable
 -- transaction, no nowait; then a new key is one INSERT, and a replay, a
 -- mismatch or a live attempt one read.  The rest is idem.claim_full's.
 CREATE OR REPLACE FUNCTION idem_claim(
@@ -438,9 +435,7 @@ BEGIN
         (scope, key, state, token, attempt, fingerprint, lease_until, created_at, expires_at)
     VALUES (scope, key, 'processing', pg_catalog.nextval('idem.token_seq'), 1, fingerprint,
             now_ts OPERATOR(pg_catalog.+) interval '60 seconds', now_ts,
-            now_ts OPERATOR(pg_catalog.+)
-                CASE WHEN pg_catalog.current_setting('idem.ttl', true) OPERATOR(pg_catalog.=) '1d'
-                     THEN interval '1 day' ELSE interval '24 hours' END)
+            now_ts OPERATOR(pg_catalog.+) interval '24 hours')
     ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
     RETURNING 'claimed', 1, k.token, k.xmin,
               first AND pg_catalog.pg_try_advisory_xact_lock(idem.claim_lock_key(k.key, k.scope))

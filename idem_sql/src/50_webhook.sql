@@ -127,7 +127,7 @@ BEGIN
                                        idem.input_interval_error(ttl, 'ttl'),
                                        idem.input_writable_error('idem_webhook()')));
     END IF;
-    RETURN idem.wh_record(source, event_id, coalesce(ttl, idem.setting_interval('idem.webhook_ttl', interval '7 days')));
+    RETURN idem.wh_record(source, event_id, coalesce(ttl, idem.setting_interval('idem.webhook_ttl', interval '168 hours')));
 END
 $$;
 REVOKE ALL ON FUNCTION idem.webhook_full(text, text, interval) FROM PUBLIC;
@@ -158,14 +158,14 @@ BEGIN
         RETURN idem.webhook_full(source, event_id, ttl);
     END IF;
     at := pg_catalog.clock_timestamp();
-    INSERT INTO idem.webhooks VALUES (source, event_id, at, at OPERATOR(pg_catalog.+) interval '7 days')
+    INSERT INTO idem.webhooks VALUES (source, event_id, at, at OPERATOR(pg_catalog.+) interval '168 hours')
     ON CONFLICT DO NOTHING
     RETURNING true INTO first;
     IF first THEN
         RETURN true;
     END IF;
     at := pg_catalog.clock_timestamp();
-    UPDATE idem.webhooks w SET received_at = at, expires_at = at OPERATOR(pg_catalog.+) interval '7 days'
+    UPDATE idem.webhooks w SET received_at = at, expires_at = at OPERATOR(pg_catalog.+) interval '168 hours'
      WHERE w.event_id OPERATOR(pg_catalog.=) idem_webhook.event_id
        AND w.source OPERATOR(pg_catalog.=) idem_webhook.source
        AND w.expires_at OPERATOR(pg_catalog.<=) at
@@ -934,7 +934,7 @@ BEGIN
         status := 'rejected'; reason := 'malformed';
         RETURN;
     END IF;
-    status := CASE WHEN idem.wh_record(source, event_id, coalesce(src.ttl, idem.setting_interval('idem.webhook_ttl', interval '7 days')))
+    status := CASE WHEN idem.wh_record(source, event_id, coalesce(src.ttl, idem.setting_interval('idem.webhook_ttl', interval '168 hours')))
                    THEN 'new' ELSE 'duplicate' END;
 END
 $$;

@@ -65,5 +65,21 @@ like($err, qr/HINT:  .*C edition.*shared_preload_libraries/, 'its hint names the
 ($rc, $out, $err) = $node->psql('shop', 'SELECT idem_purge(0)', extra_params => [ '-U', 'owner' ]);
 like($err, qr/batch_size must be positive/, 'a batch size of 0 is refused');
 
+# The time settings are seconds, as in the C edition: across the change to
+# daylight saving time of 2027-03-14 in New York, '1d' is 86400 seconds
+# (13:00 EDT the next day), not a calendar day (12:00 EDT); idem_claim's
+# default ttl and idem_webhook's likewise.
+is($node->safe_psql('shop', q{SET timezone = 'America/New_York'; SET idem.ttl = '1d';
+SET idem.webhook_ttl = '7d'; SET idem.lease = '2h';
+SELECT '2027-03-13 12:00-05'::timestamptz + idem.setting_ttl(),
+       '2027-03-13 12:00-05'::timestamptz + idem.setting_interval('idem.webhook_ttl', interval '168 hours'),
+       idem.setting_lease()}),
+	'2027-03-14 13:00:00-04|2027-03-20 13:00:00-04|02:00:00', 'time settings are whole seconds');
+$node->safe_psql('shop', q{SET timezone = 'America/New_York'; SET idem.ttl = '1d'; SET idem.webhook_ttl = '7d';
+SELECT idem_claim('dst-1'); SELECT idem_webhook('dst', 'evt-1')});
+is($node->safe_psql('shop', q{SELECT extract(epoch FROM expires_at) - extract(epoch FROM created_at) FROM idem.keys WHERE key = 'dst-1'
+UNION ALL SELECT extract(epoch FROM expires_at) - extract(epoch FROM received_at) FROM idem.webhooks WHERE event_id = 'evt-1'}),
+	"86400.000000\n604800.000000", 'a claim and a webhook record at the defaults shown by the C library keep 86400 and 604800 seconds');
+
 $node->stop;
 done_testing();
