@@ -31,6 +31,8 @@ use FindBin;
 use lib "$FindBin::RealBin/../lib";
 use IdemTest;
 
+require_packaged_server('its services make the calls that the regression tests make on this build');
+
 my $examples = "$FindBin::RealBin/../../../examples";
 
 # What each service needs installed (a shell check), and where Debian has it

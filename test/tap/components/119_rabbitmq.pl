@@ -23,6 +23,8 @@ use FindBin;
 use lib "$FindBin::RealBin/../lib";
 use IdemTest;
 
+require_packaged_server('its consumer makes the calls that the regression tests make on this build');
+
 # Debian's /usr/sbin/rabbitmq-server runs the broker only as root or as
 # rabbitmq; the scripts it wraps run it as anyone.
 my $rabbit_bin = '/usr/lib/rabbitmq/bin';

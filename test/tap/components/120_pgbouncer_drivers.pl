@@ -31,6 +31,8 @@ use FindBin;
 use lib "$FindBin::RealBin/../lib";
 use IdemTest;
 
+require_packaged_server('its drivers make the calls that the regression tests make on this build');
+
 plan skip_all => 'pgbouncer is not installed' unless -x $PGBOUNCER;
 
 my $drivers = "$FindBin::RealBin/../../drivers";

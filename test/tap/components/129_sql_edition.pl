@@ -43,11 +43,9 @@ use lib "$FindBin::RealBin/../lib";
 use IdemTest;
 use PayClients;
 
-my ($major) = `pg_config --version` =~ /PostgreSQL (\d+)/;
-my $packaged = `pg_config --configure` eq `/usr/lib/postgresql/$major/bin/pg_config --configure 2>/dev/null`;
-plan skip_all => "the SQL edition is tested on Debian's PostgreSQL 15 and 18; this is "
-  . ($packaged ? "PostgreSQL $major" : "a build of $major from source")
-  unless $packaged && ($major == 15 || $major == 18);
+my $major = require_packaged_server('the SQL edition has no C code for it to check');
+plan skip_all => "the SQL edition is tested on Debian's PostgreSQL 15 and 18, not $major"
+  unless $major == 15 || $major == 18;
 require_extension('pg_cron', 'postgresql-NN-cron');
 
 my $checkout = "$FindBin::RealBin/../../..";

@@ -18,8 +18,8 @@ use Storable qw(retrieve store);
 use Test::More;
 use Time::HiRes qw(usleep);
 
-our @EXPORT = qw(idem_node idem_dbi require_extension older_servers idem_pgbouncer fork_storm
-  $SQLSTATE_OF $PGBOUNCER);
+our @EXPORT = qw(idem_node idem_dbi require_extension require_packaged_server older_servers
+  idem_pgbouncer fork_storm $SQLSTATE_OF $PGBOUNCER);
 
 # Debian's pgbouncer: the tests that need it skip without it.
 our $PGBOUNCER = '/usr/sbin/pgbouncer';
@@ -92,6 +92,18 @@ sub older_servers
 # Skip the whole test unless extension $name is installed for the server
 # the tests run on.  Debian's extension packages are built for Debian's
 # server: a server built from source (the assert builds) has none of them.
+# Skip the test on a server built from source (the assert and sanitizer
+# builds), where $why says it adds nothing; returns the server's major.
+sub require_packaged_server
+{
+	my ($why) = @_;
+	my ($major) = `pg_config --version` =~ /PostgreSQL (\d+)/;
+	my $debian = `/usr/lib/postgresql/$major/bin/pg_config --configure 2>/dev/null`;
+	plan skip_all => "run on Debian's servers, not on this build of $major from source: $why"
+	  unless $debian ne '' && $debian eq `pg_config --configure`;
+	return $major;
+}
+
 # $package names Debian's package, NN standing for the server's major; the
 # reason says when apt's sources have no such package (a server newer than
 # its extensions' packages, as 19 from experimental).
