@@ -21,7 +21,8 @@
 # checkout; it is built into the test's own directory (a few seconds).
 # Where there is none, or it does not build for this server, the pg_tle
 # part is skipped and says why.  pg_cron before 1.5 runs its jobs at minute
-# boundaries only: the purge is scheduled first, and checked last.
+# boundaries only: the purge is scheduled first, and checked last (later
+# pg_cron runs it every second).
 #
 # It runs on the servers the SQL edition is supported on, Debian's 15 and
 # 18 (the README's table); on the others it skips: the edition has no C
@@ -363,6 +364,13 @@ for my $db (@dbs)
 		qr/^\d+$/,
 		"$db: its owner schedules idem_purge() there");
 }
+# pg_cron 1.5 and later: each job moved to a schedule of one second, so that
+# it runs at once rather than at the next minute
+my ($cron_major, $cron_minor) = $sql->safe_psql('postgres',
+	"SELECT extversion FROM pg_extension WHERE extname = 'pg_cron'") =~ /^(\d+)\.(\d+)/;
+$sql->safe_psql('postgres',
+	q{SELECT count(cron.alter_job(jobid, schedule => '1 seconds')) FROM cron.job WHERE jobname LIKE 'idem-purge-%'})
+  if $cron_major > 1 || $cron_minor >= 5;
 
 # --- Storms ---
 
