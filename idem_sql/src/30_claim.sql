@@ -409,76 +409,72 @@ DECLARE
     first boolean;
     marked boolean;
 BEGIN
-    IF NOT (key IS NOT NULL AND scope IS NOT NULL AND lease IS NULL AND ttl IS NULL
-            AND NOT nowait
-            AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.>) 0
-            AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.<=) 255
-            AND pg_catalog.octet_length(scope) OPERATOR(pg_catalog.<=) 255
-            AND coalesce(pg_catalog.octet_length(fingerprint), 0) OPERATOR(pg_catalog.<=) 255
-            AND coalesce(pg_catalog.current_setting('idem.lease', true), '')
-                OPERATOR(pg_catalog.=) ANY ('{"",1min}'::pg_catalog.text[])
-            AND coalesce(pg_catalog.current_setting('idem.ttl', true), '')
-                OPERATOR(pg_catalog.=) ANY ('{"",1d}'::pg_catalog.text[])
-            AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off') THEN
-        SELECT f.status, f.token, f.attempt, f.response, f.checkpoint, f.checkpoint_data, f.retry_after
-          INTO status, token, attempt, response, checkpoint, checkpoint_data, retry_after
-          FROM idem.claim_full(key, fingerprint, scope, lease, ttl, nowait) f;
-        RETURN;
-    END IF;
-
-    -- a new key: one statement, which also takes the marker of the
-    -- transaction's first claim (in RETURNING: only for a row written);
-    -- expires_at is past lease_until at these settings
-    now_ts := pg_catalog.clock_timestamp();
-    first := pg_catalog.pg_current_xact_id_if_assigned() IS NULL;
-    INSERT INTO idem.keys AS k
-        (scope, key, state, token, attempt, fingerprint, lease_until, created_at, expires_at)
-    VALUES (scope, key, 'processing', pg_catalog.nextval('idem.token_seq'), 1, fingerprint,
-            now_ts OPERATOR(pg_catalog.+) interval '60 seconds', now_ts,
-            now_ts OPERATOR(pg_catalog.+) interval '24 hours')
-    ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
-    RETURNING 'claimed', 1, k.token, k.xmin,
-              first AND pg_catalog.pg_try_advisory_xact_lock(idem.claim_lock_key(k.key, k.scope))
-         INTO status, attempt, token, v_xmin, marked;
-    IF FOUND THEN
-        IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (now_ts OPERATOR(pg_catalog.+) interval '10 ms')
-           OR v_xmin OPERATOR(pg_catalog.<>) pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.xid THEN
-            -- it waited for another transaction's claim, or a subtransaction claimed
-            PERFORM idem.claim_inserted(key, scope, token, v_xmin, now_ts);
-        END IF;
-        RETURN;
-    END IF;
-
-    -- the key's row: a replay, a mismatch or a live attempt, which no
-    -- writer can take back, is answered from it without a lock, so a storm
-    -- of retries is answered in parallel
-    SELECT * INTO r FROM idem.keys k
-     WHERE k.key OPERATOR(pg_catalog.=) idem_claim.key
-       AND k.scope OPERATOR(pg_catalog.=) idem_claim.scope;
-    now_ts := pg_catalog.clock_timestamp();
-    IF FOUND AND r.expires_at OPERATOR(pg_catalog.>) now_ts THEN
-        IF fingerprint IS NOT NULL AND r.fingerprint IS NOT NULL
-           AND r.fingerprint OPERATOR(pg_catalog.<>) fingerprint THEN
-            status := 'mismatch';
-            RETURN;
-        ELSIF r.state OPERATOR(pg_catalog.=) 'completed' OR r.state OPERATOR(pg_catalog.=) 'failed' THEN
-            status := r.state;
-            attempt := r.attempt;
-            response := r.response;
-            -- a key finished by idem_http_respond replays its body as jsonb
-            IF r.body IS NOT NULL AND r.response IS NULL THEN
-                response := idem.claim_body_jsonb(r.body);
+    IF key IS NOT NULL AND scope IS NOT NULL AND lease IS NULL AND ttl IS NULL
+       AND NOT nowait
+       AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.>) 0
+       AND pg_catalog.octet_length(key) OPERATOR(pg_catalog.<=) 255
+       AND pg_catalog.octet_length(scope) OPERATOR(pg_catalog.<=) 255
+       AND coalesce(pg_catalog.octet_length(fingerprint), 0) OPERATOR(pg_catalog.<=) 255
+       AND coalesce(pg_catalog.current_setting('idem.lease', true), '')
+           OPERATOR(pg_catalog.=) ANY ('{"",1min}'::pg_catalog.text[])
+       AND coalesce(pg_catalog.current_setting('idem.ttl', true), '')
+           OPERATOR(pg_catalog.=) ANY ('{"",1d}'::pg_catalog.text[])
+       AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off' THEN
+        -- a new key: one statement, which also takes the marker of the
+        -- transaction's first claim (in RETURNING: only for a row written);
+        -- expires_at is past lease_until at these settings
+        now_ts := pg_catalog.clock_timestamp();
+        first := pg_catalog.pg_current_xact_id_if_assigned() IS NULL;
+        INSERT INTO idem.keys AS k
+            (scope, key, state, token, attempt, fingerprint, lease_until, created_at, expires_at)
+        VALUES (scope, key, 'processing', pg_catalog.nextval('idem.token_seq'), 1, fingerprint,
+                now_ts OPERATOR(pg_catalog.+) interval '60 seconds', now_ts,
+                now_ts OPERATOR(pg_catalog.+) interval '24 hours')
+        ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
+        RETURNING 'claimed', 1, k.token, k.xmin,
+                  first AND pg_catalog.pg_try_advisory_xact_lock(idem.claim_lock_key(k.key, k.scope))
+             INTO status, attempt, token, v_xmin, marked;
+        IF FOUND THEN
+            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (now_ts OPERATOR(pg_catalog.+) interval '10 ms')
+               OR v_xmin OPERATOR(pg_catalog.<>) pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.xid THEN
+                -- it waited for another transaction's claim, or a subtransaction claimed
+                PERFORM idem.claim_inserted(key, scope, token, v_xmin, now_ts);
             END IF;
             RETURN;
-        ELSIF r.state OPERATOR(pg_catalog.=) 'processing' AND r.lease_until OPERATOR(pg_catalog.>) now_ts THEN
-            status := 'in_progress';
-            attempt := r.attempt;
-            retry_after := r.lease_until OPERATOR(pg_catalog.-) now_ts;
-            RETURN;
+        END IF;
+
+        -- the key's row: a replay, a mismatch or a live attempt, which no
+        -- writer can take back, is answered from it without a lock, so a
+        -- storm of retries is answered in parallel
+        SELECT * INTO r FROM idem.keys k
+         WHERE k.key OPERATOR(pg_catalog.=) idem_claim.key
+           AND k.scope OPERATOR(pg_catalog.=) idem_claim.scope;
+        now_ts := pg_catalog.clock_timestamp();
+        IF FOUND AND r.expires_at OPERATOR(pg_catalog.>) now_ts THEN
+            IF fingerprint IS NOT NULL AND r.fingerprint IS NOT NULL
+               AND r.fingerprint OPERATOR(pg_catalog.<>) fingerprint THEN
+                status := 'mismatch';
+                RETURN;
+            ELSIF r.state OPERATOR(pg_catalog.=) 'completed' OR r.state OPERATOR(pg_catalog.=) 'failed' THEN
+                status := r.state;
+                attempt := r.attempt;
+                response := r.response;
+                -- a key finished by idem_http_respond replays its body as jsonb
+                IF r.body IS NOT NULL AND r.response IS NULL THEN
+                    response := idem.claim_body_jsonb(r.body);
+                END IF;
+                RETURN;
+            ELSIF r.state OPERATOR(pg_catalog.=) 'processing' AND r.lease_until OPERATOR(pg_catalog.>) now_ts THEN
+                status := 'in_progress';
+                attempt := r.attempt;
+                retry_after := r.lease_until OPERATOR(pg_catalog.-) now_ts;
+                RETURN;
+            END IF;
         END IF;
     END IF;
-    -- purged since the insert, taken by another transaction since the read,
-    -- or to be taken over: decided again, under the row's lock
+    -- any other call; or a key purged since the insert, taken by another
+    -- transaction since the read, or to be taken over: decided again,
+    -- under the row's lock
     SELECT f.status, f.token, f.attempt, f.response, f.checkpoint, f.checkpoint_data, f.retry_after
       INTO status, token, attempt, response, checkpoint, checkpoint_data, retry_after
       FROM idem.claim_full(key, fingerprint, scope, lease, ttl, nowait) f;
