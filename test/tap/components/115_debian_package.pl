@@ -24,6 +24,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 use FindBin;
+use lib "$FindBin::RealBin/../lib";
+use IdemTest;
 
 my $src = realpath("$FindBin::RealBin/../../..");
 
@@ -56,13 +58,8 @@ if (!-x '/usr/bin/dpkg-buildpackage' && !$ENV{CI})
 
 # The major version of the server the tests run on; the package is built
 # for the packaged server of that version, whose directories are these.
-my ($major) = output_of('pg_config', '--version') =~ /PostgreSQL (\d+)/;
+my $major = require_packaged_server("the package is built for Debian's server of that major");
 my $pg = "/usr/lib/postgresql/$major";
-if (!-x "$pg/bin/pg_config"
-	|| output_of("$pg/bin/pg_config", '--configure') ne output_of('pg_config', '--configure'))
-{
-	plan skip_all => "the tests run on a server built from source: the package is built for Debian's postgresql-$major, and tested on pg$major";
-}
 
 # --- versions and metadata ---------------------------------------------
 

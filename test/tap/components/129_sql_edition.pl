@@ -366,11 +366,7 @@ for my $db (@dbs)
 }
 # pg_cron 1.5 and later: each job moved to a schedule of one second, so that
 # it runs at once rather than at the next minute
-my ($cron_major, $cron_minor) = $sql->safe_psql('postgres',
-	"SELECT extversion FROM pg_extension WHERE extname = 'pg_cron'") =~ /^(\d+)\.(\d+)/;
-$sql->safe_psql('postgres',
-	q{SELECT count(cron.alter_job(jobid, schedule => '1 seconds')) FROM cron.job WHERE jobname LIKE 'idem-purge-%'})
-  if $cron_major > 1 || $cron_minor >= 5;
+cron_jobs_every_second($sql, 'idem-purge-%');
 
 # --- Storms ---
 

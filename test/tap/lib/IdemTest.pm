@@ -19,7 +19,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(idem_node idem_dbi require_extension require_packaged_server older_servers
-  idem_pgbouncer fork_storm $SQLSTATE_OF $PGBOUNCER);
+  idem_pgbouncer fork_storm cron_jobs_every_second $SQLSTATE_OF $PGBOUNCER);
 
 # Debian's pgbouncer: the tests that need it skip without it.
 our $PGBOUNCER = '/usr/sbin/pgbouncer';
@@ -89,9 +89,6 @@ sub older_servers
 	return map { [ $_->[0], "$_->[1]/usr/lib/postgresql/$_->[0]" ] } @kits;
 }
 
-# Skip the whole test unless extension $name is installed for the server
-# the tests run on.  Debian's extension packages are built for Debian's
-# server: a server built from source (the assert builds) has none of them.
 # Skip the test on a server built from source (the assert and sanitizer
 # builds), where $why says it adds nothing; returns the server's major.
 sub require_packaged_server
@@ -104,6 +101,23 @@ sub require_packaged_server
 	return $major;
 }
 
+# Move node $node's pg_cron jobs named like $like (SQL LIKE) to a schedule
+# of one second, where pg_cron (1.5 and later) takes one, so that they run
+# at once rather than at the next minute; earlier ones keep theirs.
+sub cron_jobs_every_second
+{
+	my ($node, $like) = @_;
+	my ($cmajor, $cminor) = $node->safe_psql('postgres',
+		"SELECT extversion FROM pg_extension WHERE extname = 'pg_cron'") =~ /^(\d+)\.(\d+)/;
+	return if $cmajor == 1 && $cminor < 5;
+	$node->safe_psql('postgres',
+		qq{SELECT count(cron.alter_job(jobid, schedule => '1 seconds')) FROM cron.job WHERE jobname LIKE '$like'});
+	return;
+}
+
+# Skip the whole test unless extension $name is installed for the server
+# the tests run on.  Debian's extension packages are built for Debian's
+# server: a server built from source (the assert builds) has none of them.
 # $package names Debian's package, NN standing for the server's major; the
 # reason says when apt's sources have no such package (a server newer than
 # its extensions' packages, as 19 from experimental).
