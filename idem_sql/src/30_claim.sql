@@ -390,9 +390,19 @@ $$;
 -- in_progress, mismatch); with nowait, never wait for another transaction.
 -- Fast path: good arguments, lease and ttl from settings at their defaults
 -- (they read '' when unset, or as a server with the C library shows them:
--- '1min', '1d'; 60 seconds and 24 hours), a writable
--- transaction, no nowait; then a new key is one INSERT, and a replay, a
--- mismatch or a live attempt one read.  The rest is idem.claim_full's.
+-- '1min', '1d'; 60 seconds and 24 hours), a writable transaction, no
+-- nowait.  Then a new key is one INSERT, whose RETURNING also tells
+--   * whether the insert waited for another transaction's claim of the key
+--     (which rolled back: the lease and ttl must run from now) or ran in a
+--     subtransaction (to be remembered): idem.claim_inserted finishes it;
+--   * whether it is the transaction's first write (cmin 0: no earlier
+--     command wrote), whose claim takes the marker, as idem.claim_note's
+--     test of an unassigned transaction id does;
+-- and a replay one read (a mismatch, a live attempt and a key finished by
+-- idem_http_respond, whose body replays as jsonb, go on).  The rest is
+-- idem.claim_full's.  The body has no comments: pg_proc keeps the row of a
+-- function whose row passes 2 kB compressed, its argument arrays too, and
+-- each call would decompress them (sql/privileges.sql checks).
 CREATE OR REPLACE FUNCTION idem_claim(
     key text, fingerprint bytea DEFAULT NULL, scope text DEFAULT '',
     lease interval DEFAULT NULL, ttl interval DEFAULT NULL, nowait boolean DEFAULT false,
@@ -406,7 +416,7 @@ DECLARE
     now_ts pg_catalog.timestamptz;
     r idem.keys;
     v_xmin pg_catalog.xid;
-    first boolean;
+    later boolean;
     marked boolean;
 BEGIN
     IF key IS NOT NULL AND scope IS NOT NULL AND lease IS NULL AND ttl IS NULL
@@ -420,11 +430,7 @@ BEGIN
        AND coalesce(pg_catalog.current_setting('idem.ttl', true), '')
            OPERATOR(pg_catalog.=) ANY ('{"",1d}'::pg_catalog.text[])
        AND pg_catalog.current_setting('transaction_read_only') OPERATOR(pg_catalog.=) 'off' THEN
-        -- a new key: one statement, which also takes the marker of the
-        -- transaction's first claim (in RETURNING: only for a row written);
-        -- expires_at is past lease_until at these settings
         now_ts := pg_catalog.clock_timestamp();
-        first := pg_catalog.pg_current_xact_id_if_assigned() IS NULL;
         INSERT INTO idem.keys AS k
             (scope, key, state, token, attempt, fingerprint, lease_until, created_at, expires_at)
         VALUES (scope, key, 'processing', pg_catalog.nextval('idem.token_seq'), 1, fingerprint,
@@ -432,52 +438,33 @@ BEGIN
                 now_ts OPERATOR(pg_catalog.+) interval '24 hours')
         ON CONFLICT ON CONSTRAINT keys_pkey DO NOTHING
         RETURNING 'claimed', 1, k.token, k.xmin,
-                  first AND pg_catalog.pg_try_advisory_xact_lock(idem.claim_lock_key(k.key, k.scope))
-             INTO status, attempt, token, v_xmin, marked;
+                  pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (now_ts OPERATOR(pg_catalog.+) interval '10 ms')
+                  OR k.xmin OPERATOR(pg_catalog.<>) pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.xid,
+                  k.cmin OPERATOR(pg_catalog.=) '0'::pg_catalog.cid
+                  AND pg_catalog.pg_try_advisory_xact_lock(idem.claim_lock_key(k.key, k.scope))
+             INTO status, attempt, token, v_xmin, later, marked;
         IF FOUND THEN
-            IF pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>) (now_ts OPERATOR(pg_catalog.+) interval '10 ms')
-               OR v_xmin OPERATOR(pg_catalog.<>) pg_catalog.pg_current_xact_id_if_assigned()::pg_catalog.xid THEN
-                -- it waited for another transaction's claim, or a subtransaction claimed
+            IF later THEN
                 PERFORM idem.claim_inserted(key, scope, token, v_xmin, now_ts);
             END IF;
             RETURN;
         END IF;
-
-        -- the key's row: a replay, a mismatch or a live attempt, which no
-        -- writer can take back, is answered from it without a lock, so a
-        -- storm of retries is answered in parallel
         SELECT * INTO r FROM idem.keys k
          WHERE k.key OPERATOR(pg_catalog.=) idem_claim.key
            AND k.scope OPERATOR(pg_catalog.=) idem_claim.scope;
         now_ts := pg_catalog.clock_timestamp();
-        IF FOUND AND r.expires_at OPERATOR(pg_catalog.>) now_ts THEN
-            IF fingerprint IS NOT NULL AND r.fingerprint IS NOT NULL
-               AND r.fingerprint OPERATOR(pg_catalog.<>) fingerprint THEN
-                status := 'mismatch';
-                RETURN;
-            ELSIF r.state OPERATOR(pg_catalog.=) 'completed' OR r.state OPERATOR(pg_catalog.=) 'failed' THEN
-                status := r.state;
-                attempt := r.attempt;
-                response := r.response;
-                -- a key finished by idem_http_respond replays its body as jsonb
-                IF r.body IS NOT NULL AND r.response IS NULL THEN
-                    response := idem.claim_body_jsonb(r.body);
-                END IF;
-                RETURN;
-            ELSIF r.state OPERATOR(pg_catalog.=) 'processing' AND r.lease_until OPERATOR(pg_catalog.>) now_ts THEN
-                status := 'in_progress';
-                attempt := r.attempt;
-                retry_after := r.lease_until OPERATOR(pg_catalog.-) now_ts;
-                RETURN;
-            END IF;
+        IF FOUND AND r.expires_at OPERATOR(pg_catalog.>) now_ts
+           AND (fingerprint IS NULL OR r.fingerprint IS NULL OR r.fingerprint OPERATOR(pg_catalog.=) fingerprint)
+           AND (r.state OPERATOR(pg_catalog.=) 'completed' OR r.state OPERATOR(pg_catalog.=) 'failed')
+           AND (r.body IS NULL OR r.response IS NOT NULL) THEN
+            status := r.state;
+            attempt := r.attempt;
+            response := r.response;
+            RETURN;
         END IF;
     END IF;
-    -- any other call; or a key purged since the insert, taken by another
-    -- transaction since the read, or to be taken over: decided again,
-    -- under the row's lock
-    SELECT f.status, f.token, f.attempt, f.response, f.checkpoint, f.checkpoint_data, f.retry_after
-      INTO status, token, attempt, response, checkpoint, checkpoint_data, retry_after
-      FROM idem.claim_full(key, fingerprint, scope, lease, ttl, nowait) f;
+    SELECT * INTO status, token, attempt, response, checkpoint, checkpoint_data, retry_after
+      FROM idem.claim_full(key, fingerprint, scope, lease, ttl, nowait);
 END
 $$;
 

@@ -326,6 +326,18 @@ WHERE d.deptype = 'e' AND d.refobjid = (SELECT oid FROM pg_extension WHERE extna
   AND NOT EXISTS (SELECT FROM unnest(p.proconfig) AS c WHERE c LIKE 'search\_path=%');
 
 --
+-- The functions with a fast path keep their catalog rows under 2 kB: pg_proc
+-- compresses a longer row's argument arrays too, and every call would
+-- decompress them (the SQL edition's idem_claim keeps its body short)
+--
+SELECT p.oid::regprocedure AS compressed_arguments
+FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+WHERE d.deptype = 'e' AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'idem')
+  AND p.proname IN ('idem_claim', 'idem_complete', 'idem_webhook')
+  AND coalesce(pg_column_compression(p.proallargtypes), pg_column_compression(p.proargmodes),
+               pg_column_compression(p.proargnames)) IS NOT NULL;
+
+--
 -- pg_dump keeps the rows: the tables and the sequence are configuration
 -- relations of the extension, dumped whole (no filter condition)
 --
