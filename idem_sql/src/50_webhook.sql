@@ -100,7 +100,12 @@ BEGIN
     IF first THEN
         RETURN true;
     END IF;
-    at := clock_timestamp();
+    -- a duplicate: new again only if its record expired (a read, cheaper
+    -- than an UPDATE that finds nothing); the UPDATE checks again
+    PERFORM FROM idem.webhooks w WHERE w.event_id = $2 AND w.source = $1 AND w.expires_at <= at;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
     UPDATE idem.webhooks w SET received_at = at, expires_at = at + $3
     WHERE w.event_id = $2 AND w.source = $1 AND w.expires_at <= at
     RETURNING true INTO first;
@@ -164,7 +169,13 @@ BEGIN
     IF first THEN
         RETURN true;
     END IF;
-    at := pg_catalog.clock_timestamp();
+    PERFORM FROM idem.webhooks w
+      WHERE w.event_id OPERATOR(pg_catalog.=) idem_webhook.event_id
+        AND w.source OPERATOR(pg_catalog.=) idem_webhook.source
+        AND w.expires_at OPERATOR(pg_catalog.<=) at;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
     UPDATE idem.webhooks w SET received_at = at, expires_at = at OPERATOR(pg_catalog.+) interval '168 hours'
      WHERE w.event_id OPERATOR(pg_catalog.=) idem_webhook.event_id
        AND w.source OPERATOR(pg_catalog.=) idem_webhook.source
