@@ -237,10 +237,12 @@ BEGIN
     ELSIF r.state IN ('processing', 'released') AND r.completed_at IS NOT NULL THEN
         RAISE EXCEPTION 'a % key has no completed_at', r.state USING ERRCODE = 'invalid_parameter_value';
     ELSIF r.http_status IS NOT NULL
-          AND r.state <> (CASE WHEN r.http_status < 400 THEN 'completed' ELSE 'failed' END) THEN
+          AND r.state <> (CASE WHEN r.http_status < 400 THEN 'completed' ELSE 'failed' END)
+          AND (r.state <> 'released' OR r.http_status < 400) THEN
         RAISE EXCEPTION 'a % key has no http_status %', r.state, r.http_status
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'idem_http_respond completes a key below 400 and fails it from 400.';
+                  HINT = 'idem_http_respond completes a key below 400 and fails it from 400; '
+                         'idem_http_respond_retryable releases it from 400.';
     ELSIF r.body IS NOT NULL AND r.http_status IS NULL THEN
         RAISE EXCEPTION 'a body needs an http_status' USING ERRCODE = 'invalid_parameter_value';
     ELSIF r.http_status IS NOT NULL AND r.response IS NOT NULL THEN
@@ -439,3 +441,13 @@ BEGIN
     RETURN cardinality(rows);
 END
 $$;
+
+-- A transient failure of an HTTP request (a gateway down, say): answered
+-- now, then released as idem_fail(retryable => true) releases an attempt,
+-- so that the next request with the key runs again.  idem_http_respond
+-- still makes every answer from 400 final.
+CREATE FUNCTION idem_http_respond_retryable(key text, http_status integer, body text,
+                                            scope text DEFAULT '', token bigint DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'idem_http_respond_retryable' LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION idem_http_respond_retryable(text, integer, text, text, bigint) FROM PUBLIC;

@@ -1,7 +1,8 @@
 /*
  * claim_finish.c
- *		idem_complete, idem_fail, idem_checkpoint and idem_http_respond: the
- *		calls that finish or advance the attempt a claim took.
+ *		idem_complete, idem_fail, idem_checkpoint, idem_http_respond and
+ *		idem_http_respond_retryable: the calls that finish or advance the
+ *		attempt a claim took.
  *
  * Each checks that the caller owns the key's current attempt (by its token,
  * or as the transaction that claimed it) and writes the row's new state;
@@ -29,6 +30,7 @@ PG_FUNCTION_INFO_V1(idem_complete);
 PG_FUNCTION_INFO_V1(idem_fail);
 PG_FUNCTION_INFO_V1(idem_checkpoint);
 PG_FUNCTION_INFO_V1(idem_http_respond);
+PG_FUNCTION_INFO_V1(idem_http_respond_retryable);
 PG_FUNCTION_INFO_V1(idem_check_replay);
 
 /* What a finishing call does to the attempt */
@@ -51,7 +53,7 @@ typedef struct FinishArgs
 	IdemClaim  *claim;			/* the same, if the call is about it */
 	bool		payload_null;
 	Datum		payload;		/* response, error or checkpoint data */
-	int16		http_status;	/* idem_http_respond's; 0 for the others */
+	int16		http_status;	/* the idem_http_respond calls'; 0 for the others */
 	text	   *body;			/* ... and its body, or NULL */
 } FinishArgs;
 
@@ -228,18 +230,6 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 			nulls[KEYS_LEASE_UNTIL] = true;
 			values[KEYS_RESPONSE] = payload;
 			nulls[KEYS_RESPONSE] = payload_null;
-			if (args->http_status != 0)
-			{
-				if (!idem_store_has_column(&st, KEYS_BODY))
-					ereport(ERROR,
-							(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-							 errmsg("%s needs idem 1.4", fname),
-							 errhint("Run ALTER EXTENSION idem UPDATE.")));
-				values[KEYS_HTTP_STATUS] = Int16GetDatum(args->http_status);
-				nulls[KEYS_HTTP_STATUS] = false;
-				values[KEYS_BODY] = PointerGetDatum(args->body);
-				nulls[KEYS_BODY] = (args->body == NULL);
-			}
 			break;
 		case FINISH_RELEASE:
 			/* the error is kept for operators; the next claim clears it */
@@ -262,6 +252,19 @@ finish_attempt(FinishKind kind, FinishArgs *args, text *phase,
 			if (lease_until > DatumGetTimestampTz(st.values[KEYS_EXPIRES_AT]))
 				values[KEYS_EXPIRES_AT] = TimestampTzGetDatum(lease_until);
 			break;
+	}
+	/* an HTTP answer: replayed if final, kept for operators if released */
+	if (args->http_status != 0)
+	{
+		if (!idem_store_has_column(&st, KEYS_BODY))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("%s needs idem 1.4", fname),
+					 errhint("Run ALTER EXTENSION idem UPDATE.")));
+		values[KEYS_HTTP_STATUS] = Int16GetDatum(args->http_status);
+		nulls[KEYS_HTTP_STATUS] = false;
+		values[KEYS_BODY] = PointerGetDatum(args->body);
+		nulls[KEYS_BODY] = (args->body == NULL);
 	}
 	if (pending)
 		idem_store_insert(&st, values, nulls);
@@ -303,11 +306,11 @@ idem_fail(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* The context of an error in a body that jsonb refuses */
+/* The context of an error in a body that jsonb refuses: why it is checked */
 static void
 respond_body_context(void *arg)
 {
-	errcontext("idem_http_respond checks the body as jsonb, which is how idem_claim replays it");
+	errcontext("%s", (const char *) arg);
 }
 
 /*
@@ -318,19 +321,51 @@ respond_body_context(void *arg)
  * check with json_in was; the jsonb made is checked as a response is.
  */
 static void
-respond_check_body(text *body)
+respond_check_body(text *body, const char *why)
 {
 	ErrorContextCallback context;
 	Datum		jsonb;
 
 	context.callback = respond_body_context;
-	context.arg = NULL;
+	context.arg = unconstify(char *, why);
 	context.previous = error_context_stack;
 	error_context_stack = &context;
 	jsonb = DirectFunctionCall1(jsonb_in, CStringGetDatum(text_to_cstring(body)));
 	error_context_stack = context.previous;
 	idem_check_json_prints(jsonb, "body");
 	pfree(DatumGetPointer(jsonb));
+}
+
+/*
+ * Read the arguments of the idem_http_respond calls (key, http_status, body,
+ * scope, token), the status between lowest and 599 (why: why not lower),
+ * and return the status.  body_why: the context of an error in the body.
+ */
+static int16
+respond_args(FunctionCallInfo fcinfo, int32 lowest, const char *why,
+			 const char *body_why, FinishArgs *args)
+{
+	int32		http_status;
+
+	finish_args(fcinfo, 2, "body", false, 3, 4, args);
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("http_status must not be null")));
+	http_status = PG_GETARG_INT32(1);
+	if (http_status < lowest || http_status > 599)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("http_status must be between %d and 599", lowest),
+				 errdetail("It is %d; %s.", http_status, why)));
+	if (!args->payload_null)
+	{
+		args->body = PG_GETARG_TEXT_P(2);
+		respond_check_body(args->body, body_why);
+		args->payload_null = true;
+	}
+	args->http_status = (int16) http_status;
+	return args->http_status;
 }
 
 /*
@@ -342,30 +377,34 @@ Datum
 idem_http_respond(PG_FUNCTION_ARGS)
 {
 	FinishArgs	args;
-	int32		http_status;
+	int16		http_status;
 
-	finish_args(fcinfo, 2, "body", false, 3, 4, &args);
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("http_status must not be null")));
-	http_status = PG_GETARG_INT32(1);
-	if (http_status < 200 || http_status > 599)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("http_status must be between 200 and 599"),
-				 errdetail("It is %d; an interim (1xx) answer is not a response to replay.",
-						   http_status)));
-	if (!args.payload_null)
-	{
-		args.body = PG_GETARG_TEXT_P(2);
-		respond_check_body(args.body);
-		args.payload_null = true;
-	}
-	args.http_status = (int16) http_status;
+	http_status = respond_args(fcinfo, 200, "an interim (1xx) answer is not a response to replay",
+							   "idem_http_respond checks the body as jsonb, which is how idem_claim replays it",
+							   &args);
 	finish_attempt(http_status < 400 ? FINISH_COMPLETE : FINISH_FAIL_FINAL, &args,
 				   NULL, NULL, "idem_http_respond");
 	idem_stats_count(http_status < 400 ? IDEM_STAT_COMPLETED : IDEM_STAT_FAILED, 1);
+	PG_RETURN_VOID();
+}
+
+/*
+ * idem_http_respond_retryable(key, http_status, body, scope, token): end the
+ * attempt with a transient failure the application answers now (400 to
+ * 599: a gateway down, say), released as idem_fail(retryable => true)
+ * releases it, so that the next request with the key runs again.  The
+ * status and body are kept for operators until then, never replayed.
+ */
+Datum
+idem_http_respond_retryable(PG_FUNCTION_ARGS)
+{
+	FinishArgs	args;
+
+	respond_args(fcinfo, 400, "only a failure can be retried",
+				 "idem_http_respond_retryable checks the body as idem_http_respond does",
+				 &args);
+	finish_attempt(FINISH_RELEASE, &args, NULL, NULL, "idem_http_respond_retryable");
+	idem_stats_count(IDEM_STAT_FAILED, 1);
 	PG_RETURN_VOID();
 }
 

@@ -286,7 +286,8 @@ if [ "$edition" = sql ]; then
 	cat >"$sql_tests/bin/diff" <<-EOS
 		#!/bin/sh
 		exec $(command -v diff) -I '^CONTEXT:  PL/pgSQL function ' -I '^PL/pgSQL function ' \
-			-I '^CONTEXT:  SQL function "' -I '^SQL function "' -I '^SQL statement "' "\$@"
+			-I '^CONTEXT:  SQL function "' -I '^SQL function "' -I '^SQL statement "' \
+			-I '^PL/pgSQL assignment "' "\$@"
 	EOS
 	chmod +x "$sql_tests/bin/diff"
 	[ "$(id -u)" = 0 ] && chown -R postgres: "$sql_tests"

@@ -543,7 +543,8 @@ BEGIN
     ELSIF kind = 'release' THEN
         -- the error is kept for operators; the next claim clears it
         UPDATE idem.keys k
-           SET state = 'released', lease_until = NULL, response = payload
+           SET state = 'released', lease_until = NULL, response = payload,
+               http_status = p_http_status, body = p_body
          WHERE k.key = p_key AND k.scope = p_scope;
     ELSE
         UPDATE idem.keys k

@@ -191,6 +191,38 @@ BEGIN
 END
 $$;
 
+-- The work of idem_http_respond and idem_http_respond_retryable (fname):
+-- check the arguments, the status from lowest to 599 (why: why not lower),
+-- and finish the attempt as kind (complete, fail or release, as
+-- idem.claim_finish).  Returns the error to raise, or NULL once written.
+CREATE OR REPLACE FUNCTION idem.http_respond_error(
+    kind text, fname text, lowest integer, why text,
+    p_key text, p_http_status integer, p_body text, p_scope text, p_token bigint)
+RETURNS text[]
+LANGUAGE plpgsql VOLATILE
+AS $$
+DECLARE
+    e text[];
+BEGIN
+    e := coalesce(idem.input_key_error(p_key, 'key'), idem.input_scope_error(p_scope, 'scope'),
+                  idem.input_size_error(octet_length(p_body), 'body'),
+                  CASE WHEN p_http_status IS NULL THEN ARRAY['22004', 'http_status must not be null']
+                       WHEN p_http_status NOT BETWEEN lowest AND 599 THEN
+                           ARRAY['22023', format('http_status must be between %s and 599', lowest),
+                                 format('It is %s; %s.', p_http_status, why)]
+                  END);
+    IF e IS NULL THEN
+        -- idem_claim replays the body as jsonb: refuse one jsonb refuses, with its error
+        e := idem.input_jsonb_prints_error(p_body::jsonb, 'body');
+    END IF;
+    RETURN coalesce(e, idem.input_writable_error(fname),
+                    idem.claim_finish(kind, fname, p_key, p_scope, p_token, NULL, NULL, NULL,
+                                      p_http_status::smallint, p_body));
+END
+$$;
+REVOKE ALL ON FUNCTION idem.http_respond_error(text, text, integer, text, text, integer, text, text, bigint)
+    FROM PUBLIC;
+
 -- Finish the attempt with the HTTP response exactly as the application
 -- sends it, to be replayed byte for byte: completed below 400, failed
 -- (final) from 400.
@@ -204,23 +236,43 @@ AS $$
 DECLARE
     e text[];
 BEGIN
-    e := coalesce(idem.input_key_error(key, 'key'), idem.input_scope_error(scope, 'scope'),
-                  idem.input_size_error(octet_length(body), 'body'),
-                  CASE WHEN http_status IS NULL THEN ARRAY['22004', 'http_status must not be null']
-                       WHEN http_status NOT BETWEEN 200 AND 599 THEN
-                           ARRAY['22023', 'http_status must be between 200 and 599',
-                                 format('It is %s; an interim (1xx) answer is not a response to replay.', http_status)]
-                  END);
+    e := idem.http_respond_error(CASE WHEN http_status < 400 THEN 'complete' ELSE 'fail' END,
+                                 'idem_http_respond', 200,
+                                 'an interim (1xx) answer is not a response to replay',
+                                 key, http_status, body, scope, token);
     IF e IS NULL THEN
-        -- idem_claim replays the body as jsonb: refuse one jsonb refuses, with its error
-        e := coalesce(idem.input_jsonb_prints_error(body::jsonb, 'body'),
-                      idem.input_writable_error('idem_http_respond'),
-                      idem.claim_finish(CASE WHEN http_status < 400 THEN 'complete' ELSE 'fail' END,
-                                        'idem_http_respond', key, scope, token, NULL, NULL, NULL,
-                                        http_status::smallint, body));
-        IF e IS NULL THEN
-            RETURN;
-        END IF;
+        RETURN;
+    END IF;
+    IF e[3] IS NULL AND e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2];
+    ELSIF e[4] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3];
+    ELSIF e[3] IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], HINT = e[4];
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2], DETAIL = e[3], HINT = e[4];
+END
+$$;
+
+-- End the attempt with a transient failure the application answers now
+-- (400 to 599: a gateway down, say), released as idem_fail(retryable =>
+-- true) releases it, so that the next request with the key runs again.
+-- The status and body are kept for operators until then, never replayed.
+CREATE OR REPLACE FUNCTION idem_http_respond_retryable(
+    key text, http_status integer, body text, scope text DEFAULT '', token bigint DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, idem, pg_temp
+AS $$
+#variable_conflict use_variable
+DECLARE
+    e text[];
+BEGIN
+    e := idem.http_respond_error('release', 'idem_http_respond_retryable', 400,
+                                 'only a failure can be retried',
+                                 key, http_status, body, scope, token);
+    IF e IS NULL THEN
+        RETURN;
     END IF;
     IF e[3] IS NULL AND e[4] IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = e[1], MESSAGE = e[2];
@@ -234,4 +286,5 @@ END
 $$;
 
 REVOKE ALL ON FUNCTION idem_http_claim(text, bytea, text, interval, interval, interval),
-    idem_http_respond(text, integer, text, text, bigint) FROM PUBLIC;
+    idem_http_respond(text, integer, text, text, bigint),
+    idem_http_respond_retryable(text, integer, text, text, bigint) FROM PUBLIC;

@@ -307,10 +307,12 @@ BEGIN
     ELSIF r.state IN ('processing', 'released') AND r.completed_at IS NOT NULL THEN
         RAISE EXCEPTION 'a % key has no completed_at', r.state USING ERRCODE = 'invalid_parameter_value';
     ELSIF r.http_status IS NOT NULL
-          AND r.state <> (CASE WHEN r.http_status < 400 THEN 'completed' ELSE 'failed' END) THEN
+          AND r.state <> (CASE WHEN r.http_status < 400 THEN 'completed' ELSE 'failed' END)
+          AND (r.state <> 'released' OR r.http_status < 400) THEN
         RAISE EXCEPTION 'a % key has no http_status %', r.state, r.http_status
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'idem_http_respond completes a key below 400 and fails it from 400.';
+                  HINT = 'idem_http_respond completes a key below 400 and fails it from 400; '
+                         'idem_http_respond_retryable releases it from 400.';
     ELSIF r.body IS NOT NULL AND r.http_status IS NULL THEN
         RAISE EXCEPTION 'a body needs an http_status' USING ERRCODE = 'invalid_parameter_value';
     ELSIF r.http_status IS NOT NULL AND r.response IS NOT NULL THEN

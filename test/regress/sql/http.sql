@@ -1,5 +1,6 @@
--- idem_http_claim and idem_http_respond: a claim answered in HTTP terms,
--- byte-identical replays, the problem answers, bad input that writes
+-- idem_http_claim, idem_http_respond and idem_http_respond_retryable: a
+-- claim answered in HTTP terms, byte-identical replays, the problem
+-- answers, transient failures that run again, bad input that writes
 -- nothing, and the 1.3 calls on keys finished with an HTTP response.
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS idem CASCADE;
@@ -47,6 +48,26 @@ SELECT idem_http_respond('pay-3', 402, '{"error": {"code": "card_declined"}}');
 COMMIT;
 SELECT status, http_status, body FROM idem_http_claim('pay-3');
 SELECT state FROM idem.keys WHERE key = 'pay-3';
+
+-- a transient failure (1.7): answered now, then released, so that the
+-- retry runs again as attempt 2; the status and body are kept for operators
+-- until then and never replayed
+BEGIN;
+SELECT status, attempt FROM idem_http_claim('pay-13');
+SELECT idem_http_respond_retryable('pay-13', 503, '{"error": "gateway_unavailable"}');
+COMMIT;
+SELECT state, http_status, body, response FROM idem.keys WHERE key = 'pay-13';
+BEGIN;
+SELECT status, http_status, body, attempt FROM idem_http_claim('pay-13');
+SELECT state, http_status, body FROM idem.keys WHERE key = 'pay-13';
+SELECT idem_http_respond('pay-13', 201, '{"id": "13"}');
+COMMIT;
+SELECT status, http_status, body, attempt FROM idem_http_claim('pay-13');
+-- two-phase, with the claim's token from another transaction
+SELECT token AS t14 FROM idem_http_claim('pay-14', lease => '1 min') \gset
+SELECT idem_http_respond_retryable('pay-14', 429, NULL, token => :t14);
+SELECT state, http_status, body IS NULL AS no_body FROM idem.keys WHERE key = 'pay-14';
+SELECT status, attempt FROM idem_http_claim('pay-14', lease => '1 min');
 
 -- keys finished by 1.3's calls replay as 200 and 400 with the jsonb's text
 BEGIN;
@@ -104,12 +125,27 @@ ROLLBACK TO s;
 SET LOCAL idem.max_response_size = '1kB';
 SELECT idem_http_respond('pay-8', 201, '"' || repeat('x', 2000) || '"');
 ROLLBACK TO s;
+SELECT idem_http_respond_retryable('pay-8', 201, '{}');
+ROLLBACK TO s;
+SELECT idem_http_respond_retryable('pay-8', 399, '{}');
+ROLLBACK TO s;
+SELECT idem_http_respond_retryable('pay-8', 600, '{}');
+ROLLBACK TO s;
+SELECT idem_http_respond_retryable('pay-8', NULL, '{}');
+ROLLBACK TO s;
+SELECT idem_http_respond_retryable('pay-8', 503, 'not json');
+ROLLBACK TO s;
+SELECT idem_http_respond_retryable(NULL, 503, '{}');
+ROLLBACK TO s;
 SELECT state FROM idem_lookup('pay-8');
 ROLLBACK;
 SELECT count(*) FROM idem.keys WHERE key = 'pay-8';
 -- finishing twice, or without a claim
 SELECT idem_http_respond('pay-1', 201, '{}');
 SELECT idem_http_respond('nobody', 201, '{}');
+SELECT idem_http_respond_retryable('pay-1', 503, '{}');
+SELECT idem_http_respond_retryable('nobody', 503, '{}');
+SELECT count(*) FROM idem.keys WHERE key = 'nobody';
 -- a negative wait
 SELECT status FROM idem_http_claim('pay-9', wait => '-1 s');
 SELECT count(*) FROM idem.keys WHERE key = 'pay-9';

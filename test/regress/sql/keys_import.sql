@@ -116,7 +116,11 @@ INSERT INTO cases (what, change) VALUES
     ('expires_at infinity', '{"expires_at": "infinity"}'),
     ('created_at -infinity', '{"created_at": "-infinity"}'),
     ('expires_at not a time', '{"expires_at": "soon"}'),
-    ('expires_at a number', '{"expires_at": 20990101}');
+    ('expires_at a number', '{"expires_at": 20990101}'),
+    ('http_status 503 released', '{"http_status": 503, "state": "released", "completed_at": null,
+                                   "response": null, "body": "{\"error\":\"gateway\"}"}'),
+    ('http_status 201 released', '{"http_status": 201, "state": "released", "completed_at": null,
+                                   "response": null}');
 SELECT n, what, pg_temp.try('idem_keys_import',
                             jsonb_build_array(jsonb_strip_nulls(:'good'::jsonb || change))) AS result
 FROM cases ORDER BY n;

@@ -136,7 +136,8 @@ GRANT EXECUTE ON FUNCTION
     idem_webhook_receive(text, text, jsonb, inet),
     idem_wechatpay_decrypt(text, jsonb),
     idem_http_claim(text, bytea, text, interval, interval, interval),
-    idem_http_respond(text, integer, text, text, bigint)
+    idem_http_respond(text, integer, text, text, bigint),
+    idem_http_respond_retryable(text, integer, text, text, bigint)
 TO regress_idem_app;
 SELECT * FROM pg_temp.idem_rights('regress_idem_app');
 
@@ -163,6 +164,14 @@ SELECT status FROM idem_http_claim('priv-3', scope => 'regress-priv');
 SELECT idem_http_respond('priv-3', 201, '{"id": 1}', scope => 'regress-priv');
 COMMIT;
 SELECT status, http_status, body FROM idem_http_claim('priv-3', scope => 'regress-priv');
+-- an HTTP request that fails for now: released, and its retry runs again
+BEGIN;
+SELECT status FROM idem_http_claim('priv-4', scope => 'regress-priv');
+SELECT idem_http_respond_retryable('priv-4', 503, '{"error": "gateway"}', scope => 'regress-priv');
+COMMIT;
+BEGIN;
+SELECT status, attempt FROM idem_http_claim('priv-4', scope => 'regress-priv');
+ROLLBACK;
 SELECT state, attempt, checkpoint FROM idem_lookup('priv-1', 'regress-priv');
 -- webhooks
 SELECT idem_webhook('regress-priv', 'evt-1') AS first, idem_webhook('regress-priv', 'evt-1') AS duplicate;

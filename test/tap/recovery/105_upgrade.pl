@@ -621,9 +621,13 @@ is( sql('up', $member_oids_q . q{ AND NOT (classid = 'pg_proc'::regclass
                       'idem.import_integer(jsonb, text)'::regprocedure,
                       'idem.import_json(jsonb, text, boolean, bigint)'::regprocedure,
                       'idem.import_key(jsonb, bigint, bigint)'::regprocedure,
-                      'idem.check_replay(jsonb, text)'::regprocedure))}),
+                      'idem.check_replay(jsonb, text)'::regprocedure,
+                      'idem_http_respond_retryable(text, integer, text, text, bigint)'::regprocedure))}),
 	$member_oids_16,
-	'the update to 1.7 adds the helpers of the imports and drops or re-creates no member: each keeps its oid');
+	'the update to 1.7 adds the helpers of the imports and idem_http_respond_retryable, and drops or re-creates no member: each keeps its oid');
+is( sql('up', q{SELECT has_function_privilege('public',
+                    'idem_http_respond_retryable(text, integer, text, text, bigint)', 'EXECUTE')}),
+	'f', 'PUBLIC may not execute idem_http_respond_retryable');
 is( sql('up', q{SELECT string_agg(has_function_privilege('public', p.oid, 'EXECUTE')::text, ' ')
                 FROM pg_proc p WHERE p.pronamespace = 'idem'::regnamespace
                  AND p.proname IN ('max_response_bytes', 'import_raise', 'import_text', 'import_time',
