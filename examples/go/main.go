@@ -83,12 +83,14 @@ type created struct {
 	Currency string `json:"currency"`
 }
 
-// What goes back to the client: retryAfter is nil unless status is 409
+// What goes back to the client: retryAfter is nil unless status is 409;
+// replayed: the answer of an earlier request with the key
 type answer struct {
 	status      int
 	contentType string
 	body        string
 	retryAfter  *int
+	replayed    bool
 }
 
 var db *pgxpool.Pool
@@ -152,6 +154,9 @@ func handle(w http.ResponseWriter, r *http.Request) {
 	if a.retryAfter != nil {
 		w.Header().Set("Retry-After", strconv.Itoa(*a.retryAfter))
 	}
+	if a.replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
 	w.WriteHeader(a.status)
 	io.WriteString(w, a.body)
 }
@@ -175,9 +180,10 @@ func pay(ctx context.Context, key *string, body string, req request) (answer, er
 		return answer{}, err
 	}
 	if status != "claimed" {
-		// a replay, a duplicate still in flight, a mismatch or a bad key:
-		// idem has the answer
-		return answer{*httpStatus, *contentType, *replay, retryAfter}, tx.Commit(ctx)
+		// a replay (completed, failed), a duplicate still in flight, a
+		// mismatch or a bad key: idem has the answer
+		replayed := status == "completed" || status == "failed"
+		return answer{*httpStatus, *contentType, *replay, retryAfter, replayed}, tx.Commit(ctx)
 	}
 
 	p := created{Account: req.Account, Amount: req.Amount, Currency: req.Currency}
@@ -199,7 +205,7 @@ func pay(ctx context.Context, key *string, body string, req request) (answer, er
 	if _, err = tx.Exec(ctx, `SELECT idem_http_respond($1, 201, $2)`, key, string(response)); err != nil {
 		return answer{}, err
 	}
-	return answer{201, "application/json", string(response), nil}, tx.Commit(ctx)
+	return answer{201, "application/json", string(response), nil, false}, tx.Commit(ctx)
 }
 
 // An answer with a problem body (RFC 9457), as idem's own; field names the
@@ -212,5 +218,5 @@ func problem(status int, title, detail, field string) answer {
 		Detail string `json:"detail"`
 		Field  string `json:"field,omitempty"`
 	}{"about:blank", title, status, detail, field})
-	return answer{status, "application/problem+json", string(body), nil}
+	return answer{status, "application/problem+json", string(body), nil, false}
 }

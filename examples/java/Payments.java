@@ -38,8 +38,9 @@ public class Payments {
 	// the digits as given).
 	record Created(String id, String account, String amount, String currency) {}
 
-	// What goes back to the client: retryAfter is null unless status is 409
-	record Answer(int status, String contentType, String body, Integer retryAfter) {}
+	// What goes back to the client: retryAfter is null unless status is 409;
+	// replayed: the answer of an earlier request with the key
+	record Answer(int status, String contentType, String body, Integer retryAfter, boolean replayed) {}
 
 	// A problem body (RFC 9457), as idem's own; field names the request's
 	// member at fault (Gson leaves out a null)
@@ -131,11 +132,13 @@ public class Payments {
 			try (ResultSet claim = row(db, """
 					SELECT status, http_status, body, content_type, retry_after
 					  FROM idem_http_claim(?, idem_fingerprint(?::jsonb))""", key, body)) {
-				if (!claim.getString("status").equals("claimed")) {
-					// a replay, a duplicate still in flight, a mismatch or a bad
-					// key: idem has the answer
+				String status = claim.getString("status");
+				if (!status.equals("claimed")) {
+					// a replay (completed, failed), a duplicate still in flight,
+					// a mismatch or a bad key: idem has the answer
 					Answer answer = new Answer(claim.getInt("http_status"), claim.getString("content_type"),
-							claim.getString("body"), claim.getObject("retry_after", Integer.class));
+							claim.getString("body"), claim.getObject("retry_after", Integer.class),
+							status.equals("completed") || status.equals("failed"));
 					db.commit();
 					return answer;
 				}
@@ -154,7 +157,7 @@ public class Payments {
 					Long.toString(id), request.account(), request.amount().toString(), request.currency()));
 			row(db, "SELECT idem_http_respond(?, 201, ?)", key, created).close();
 			db.commit();
-			return new Answer(201, "application/json", created, null);
+			return new Answer(201, "application/json", created, null, false);
 		} catch (Exception e) {
 			try {
 				db.rollback();
@@ -184,6 +187,8 @@ public class Payments {
 		exchange.getResponseHeaders().set("Content-Type", answer.contentType());
 		if (answer.retryAfter() != null)
 			exchange.getResponseHeaders().set("Retry-After", answer.retryAfter().toString());
+		if (answer.replayed())
+			exchange.getResponseHeaders().set("Idempotent-Replayed", "true");
 		byte[] bytes = answer.body().getBytes(StandardCharsets.UTF_8);
 		exchange.sendResponseHeaders(answer.status(), bytes.length);
 		exchange.getResponseBody().write(bytes);
@@ -261,6 +266,6 @@ public class Payments {
 
 	static Answer problem(int status, String title, String detail, String field) {
 		return new Answer(status, "application/problem+json",
-				GSON.toJson(new Problem("about:blank", title, status, detail, field)), null);
+				GSON.toJson(new Problem("about:blank", title, status, detail, field)), null, false);
 	}
 }

@@ -82,7 +82,7 @@ function problem(status, title, detail, field) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// Returns { status, contentType, retryAfter, body }
+// Returns { status, contentType, retryAfter, body, replayed }
 async function pay(key, { raw, req, amount }) {
   const db = await pool.connect();
   let broken;
@@ -92,10 +92,11 @@ async function pay(key, { raw, req, amount }) {
       'SELECT status, http_status, body, content_type, retry_after' +
       ' FROM idem_http_claim($1, idem_fingerprint($2::jsonb))', [key, raw])).rows[0];
     if (claim.status !== 'claimed') {
-      // a replay, or a problem: in progress, mismatch, bad key
+      // a replay (completed, failed), or a problem: in progress, mismatch, bad key
       await db.query('COMMIT');
       return { status: claim.http_status, contentType: claim.content_type,
-               retryAfter: claim.retry_after, body: claim.body };
+               retryAfter: claim.retry_after, body: claim.body,
+               replayed: claim.status === 'completed' || claim.status === 'failed' };
     }
 
     // The amount as written in the body, never a float (100.50 would
@@ -123,9 +124,10 @@ async function pay(key, { raw, req, amount }) {
 }
 
 async function handle(request, response) {
-  const answer = ({ status, contentType, retryAfter, body }) => {
+  const answer = ({ status, contentType, retryAfter, body, replayed }) => {
     const headers = { 'Content-Type': contentType, 'Content-Length': Buffer.byteLength(body) };
     if (retryAfter !== null) headers['Retry-After'] = retryAfter;
+    if (replayed) headers['Idempotent-Replayed'] = 'true';
     response.writeHead(status, headers).end(body);
   };
   if (request.method !== 'POST' || request.url !== '/payments') {

@@ -76,11 +76,11 @@ def problem(status, title, detail, field=None):
     p = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     if field is not None:
         p["field"] = field
-    return status, "application/problem+json", None, json.dumps(p, separators=(",", ":"))
+    return status, "application/problem+json", None, json.dumps(p, separators=(",", ":")), False
 
 
 def pay(key, raw, req):
-    """Returns (HTTP status, Content-Type, Retry-After or None, body)."""
+    """Returns (HTTP status, Content-Type, Retry-After or None, body, replayed)."""
     # One transaction: committed at the end of the block, rolled back on an exception
     with pool.connection() as conn:
         status, http_status, body, content_type, retry_after = conn.execute(
@@ -88,8 +88,8 @@ def pay(key, raw, req):
             " FROM idem_http_claim(%s, idem_fingerprint(%s::jsonb))",
             (key, raw)).fetchone()
         if status != "claimed":
-            # a replay, or a problem: in progress, mismatch, bad key
-            return http_status, content_type, retry_after, body
+            # a replay (completed, failed), or a problem: in progress, mismatch, bad key
+            return http_status, content_type, retry_after, body, status in ("completed", "failed")
 
         (payment_id,) = conn.execute(
             "INSERT INTO payments (idem_key, account, amount, currency)"
@@ -102,7 +102,7 @@ def pay(key, raw, req):
         body = json.dumps({"id": str(payment_id), "account": req["account"],
                            "amount": req["amount"], "currency": req["currency"]})
         conn.execute("SELECT idem_http_respond(%s, 201, %s)", (key, body))
-        return 201, "application/json", None, body
+        return 201, "application/json", None, body, False
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -124,13 +124,15 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(*problem(500, "Internal Server Error",
                                  "The payment was not booked: retry it with the same Idempotency-Key."))
 
-    def answer(self, status, content_type, retry_after, body):
+    def answer(self, status, content_type, retry_after, body, replayed):
         data = body.encode()
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         if retry_after is not None:
             self.send_header("Retry-After", str(retry_after))
+        if replayed:
+            self.send_header("Idempotent-Replayed", "true")
         self.end_headers()
         self.wfile.write(data)
 

@@ -227,6 +227,11 @@ sub duplicates
 	is(tally(@again), '201x5', "$what: 5 replays after it completed are 201");
 	is( scalar(grep { $_->{content} eq ($created[0]{content} // '') } @again),
 		5, "$what: their bodies are the first response's, byte for byte");
+	# the client can tell a replay: Idempotent-Replayed on each replay only
+	is( scalar(grep { ($_->{headers}{'idempotent-replayed'} // '') eq 'true' } @again),
+		5, "$what: every replay says Idempotent-Replayed: true");
+	is( scalar(grep { defined $_->{headers}{'idempotent-replayed'} } @busy),
+		0, "$what: no 409 says Idempotent-Replayed");
 	return;
 }
 
@@ -340,6 +345,8 @@ sub direct
 	my $replay = post($port, $key, body('100.50', ''));
 	is("$replay->{status} $replay->{content}", "201 $first->{content}",
 		"$lang: the replay is 201 with the first body, byte for byte");
+	is( join(' ', map { $_->{headers}{'idempotent-replayed'} // 'none' } $first, $replay),
+		'none true', "$lang: only the replay says Idempotent-Replayed: true");
 
 	mismatch($lang, $port, $key);
 
