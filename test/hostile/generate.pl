@@ -830,9 +830,12 @@ $family = 'forms';
 	{
 		# the certificate's base64 with one character changed: a broken
 		# DER, another signature, another name or extension
+		# (another character than the one there: the same one would leave
+		# the certificate as it was)
 		my $b64 = $pem_b64;
-		substr($b64, 20 + int(rand(length($b64) - 24)), 1) =
-		  ('A' .. 'Z', 'a' .. 'z', '0' .. '9', '+', '/')[ int(rand(64)) ];
+		my $at = 20 + int(rand(length($b64) - 24));
+		my @others = grep { $_ ne substr($b64, $at, 1) } ('A' .. 'Z', 'a' .. 'z', '0' .. '9', '+', '/');
+		substr($b64, $at, 1) = $others[ int(rand(@others)) ];
 		push @certs, $block->('CERTIFICATE', $b64);
 	}
 	push @certs, $block->('CERTIFICATE', 'QUFB' x 1_500_000) unless $quick;
