@@ -411,10 +411,11 @@ BEGIN
             MESSAGE = 'webhook signature scheme must not be null';
     END IF;
     IF scheme <> ALL (ARRAY['stripe', 'standard', 'svix', 'github', 'shopify', 'razorpay',
-                            'checkout', 'paddle', 'adyen', 'alipay', 'unionpay', 'wechatpay']) THEN
+                            'checkout', 'paddle', 'adyen', 'adyen_platform', 'alipay', 'unionpay',
+                            'wechatpay']) THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('unknown webhook signature scheme "%s"', scheme),
-            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "alipay", "unionpay", "wechatpay".';
+            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "alipay", "unionpay", "wechatpay".';
     END IF;
     RETURN scheme;
 END
@@ -473,11 +474,11 @@ BEGIN
                                     'Its "v1a" signatures are Ed25519, which pgcrypto cannot verify.'));
         END IF;
         RETURN k;
-    WHEN 'adyen' THEN
+    WHEN 'adyen', 'adyen_platform' THEN
         IF s !~ '^([0-9a-fA-F]{2})+$' THEN
             RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
                 MESSAGE = 'webhook secret is not a hexadecimal key',
-                DETAIL = 'An HMAC key of the "adyen" scheme is an even number of hexadecimal digits, as Adyen''s Customer Area shows it.',
+                DETAIL = format('An HMAC key of the "%s" scheme is an even number of hexadecimal digits, as Adyen''s Customer Area shows it.', scheme),
                 HINT = 'Check for stray whitespace or a truncated key.';
         END IF;
         RETURN decode(s, 'hex');
@@ -580,17 +581,19 @@ BEGIN
         END IF;
         RETURN idem.wh_mac_match(
             idem.hmac_sha256(idem.wh_bytes(id || '.' || ts || '.') || idem.wh_bytes(payload), key), given);
-    WHEN 'github', 'shopify', 'razorpay', 'checkout' THEN
+    WHEN 'github', 'shopify', 'razorpay', 'checkout', 'adyen_platform' THEN
         -- one header: a fixed prefix, then the MAC of the body
         hdr := CASE scheme WHEN 'github' THEN 'x-hub-signature-256' WHEN 'shopify' THEN 'x-shopify-hmac-sha256'
-                           WHEN 'razorpay' THEN 'x-razorpay-signature' ELSE 'cko-signature' END;
+                           WHEN 'razorpay' THEN 'x-razorpay-signature' WHEN 'checkout' THEN 'cko-signature'
+                           ELSE 'hmacsignature' END;
         prefix := CASE scheme WHEN 'github' THEN 'sha256=' ELSE '' END;
         h := idem.wh_header(headers, hdr);
         IF h IS NULL OR NOT starts_with(h, prefix) THEN
             RETURN false;
         END IF;
         h := substr(h, length(prefix) + 1);
-        given := ARRAY[CASE scheme WHEN 'shopify' THEN idem.wh_decode(h, 'base64-mac') ELSE idem.wh_decode(h, 'hex-mac') END];
+        given := ARRAY[CASE WHEN scheme = 'shopify' OR scheme = 'adyen_platform' THEN idem.wh_decode(h, 'base64-mac')
+                            ELSE idem.wh_decode(h, 'hex-mac') END];
         IF given[1] IS NULL THEN
             RETURN false;
         END IF;
@@ -735,6 +738,9 @@ BEGIN
         IF f[1] <> '' AND f[7] <> '' AND f[8] <> '' THEN
             id := f[1] || ':' || f[7] || ':' || f[8];
         END IF;
+    WHEN 'adyen_platform' THEN
+        -- these webhooks carry no event id: a retry resends the same body
+        id := encode(sha256(idem.wh_bytes(payload)), 'hex');
     ELSE
         id := NULL;
     END CASE;

@@ -74,6 +74,7 @@ extern void *idem_github_prepare(Slice secret);
 extern void *idem_shopify_prepare(Slice secret);
 extern void *idem_razorpay_prepare(Slice secret);
 extern void *idem_checkout_prepare(Slice secret);
+extern void *idem_adyen_platform_prepare(Slice secret);
 extern bool idem_body_mac_verify(void *key, const VerifyRequest *req);
 
 /* Paddle Billing (scheme_paddle.c) */
@@ -82,6 +83,7 @@ extern bool idem_paddle_verify(void *key, const VerifyRequest *req);
 
 /* Adyen (scheme_adyen.c) */
 extern void *idem_adyen_prepare(Slice secret);
+extern VerifyMacKey *idem_adyen_hex_key(Slice secret, const char *scheme);
 extern bool idem_adyen_verify(void *key, const VerifyRequest *req);
 extern bool idem_adyen_event_id(const VerifyScheme *scheme,
 								const VerifyRequest *req, Slice *id);

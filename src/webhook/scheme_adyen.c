@@ -381,6 +381,16 @@ idem_adyen_event_id(const VerifyScheme *scheme, const VerifyRequest *req,
 void *
 idem_adyen_prepare(Slice secret)
 {
+	return idem_adyen_hex_key(secret, "adyen");
+}
+
+/*
+ * The HMAC key of an Adyen scheme (scheme: its name, for the message): the
+ * secret as Adyen's Customer Area shows it, hexadecimal digits, two a byte
+ */
+VerifyMacKey *
+idem_adyen_hex_key(Slice secret, const char *scheme)
+{
 	size_t		len = secret.len / 2;
 	uint8	   *bytes = idem_verify_secret_alloc(Max(len, 1));
 
@@ -389,7 +399,8 @@ idem_adyen_prepare(Slice secret)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("webhook secret is not a hexadecimal key"),
-				 errdetail("An HMAC key of the \"adyen\" scheme is an even number of hexadecimal digits, as Adyen's Customer Area shows it."),
+				 errdetail("An HMAC key of the \"%s\" scheme is an even number of hexadecimal digits, as Adyen's Customer Area shows it.",
+						   scheme),
 				 errhint("Check for stray whitespace or a truncated key.")));
 	return idem_verify_mac_key(bytes, len);
 }

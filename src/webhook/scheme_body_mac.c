@@ -1,11 +1,13 @@
 /*
  * scheme_body_mac.c
- *		Schemes: GitHub, Shopify, Razorpay and Checkout.com, which put the
- *		HMAC-SHA256 of the body, under a shared secret, in one header.
+ *		Schemes: GitHub, Shopify, Razorpay, Checkout.com and Adyen's
+ *		platform webhooks, which put the HMAC-SHA256 of the body, under a
+ *		shared secret, in one header.
  *
- * May call: the wire format (wire.h) and the crypto (crypto.h).  The MAC is
- * compared in constant time (idem_mac_equal); anything wrong with the
- * request is false, never an error.
+ * May call: the wire format (wire.h), the crypto (crypto.h) and the Adyen
+ * scheme's key (scheme_adyen.c).  The MAC is compared in constant time
+ * (idem_mac_equal); anything wrong with the request is false, never an
+ * error.
  */
 #include "postgres.h"
 
@@ -44,6 +46,12 @@ static const BodyMacFormat razorpay_format = {"x-razorpay-signature", "", MAC_HE
 
 /* Checkout.com: Cko-Signature: <hex> */
 static const BodyMacFormat checkout_format = {"cko-signature", "", MAC_HEX};
+
+/*
+ * Adyen's platform webhooks (Balance Platform, Management API and the
+ * others that sign the raw body): HmacSignature: <base64>
+ */
+static const BodyMacFormat adyen_platform_format = {"hmacsignature", "", MAC_BASE64};
 
 /*
  * The key of a body-MAC scheme: each of these senders keys its HMAC with
@@ -85,6 +93,20 @@ void *
 idem_checkout_prepare(Slice secret)
 {
 	return body_mac_key(secret, &checkout_format);
+}
+
+/*
+ * The HMAC key of an Adyen webhook, hexadecimal as Adyen shows it (22023
+ * otherwise, as for the "adyen" scheme)
+ */
+void *
+idem_adyen_platform_prepare(Slice secret)
+{
+	BodyMacKey *key = palloc(sizeof(BodyMacKey));
+
+	key->mac = idem_adyen_hex_key(secret, "adyen_platform");
+	key->format = &adyen_platform_format;
+	return key;
 }
 
 /*

@@ -4,7 +4,8 @@
  *		becomes a key, how a request is checked, whether the signature covers
  *		a timestamp and where the event id is.
  *
- * May call: the schemes (scheme_*.c) and the wire format (wire.h).  The one
+ * May call: the schemes (scheme_*.c), the wire format (wire.h) and the
+ * crypto (crypto.h: the digest of a body that names no event id).  The one
  * table that idem_webhook_verify, idem_webhook_receive and the sources
  * read: a scheme is added here, once.
  */
@@ -20,6 +21,8 @@ static bool event_id_header(const VerifyScheme *scheme,
 							const VerifyRequest *req, Slice *id);
 static bool event_id_form(const VerifyScheme *scheme,
 						  const VerifyRequest *req, Slice *id);
+static bool event_id_body_digest(const VerifyScheme *scheme,
+								 const VerifyRequest *req, Slice *id);
 
 /* In the order the hint of an unknown scheme lists them */
 static const VerifyScheme schemes[] = {
@@ -42,6 +45,9 @@ static const VerifyScheme schemes[] = {
 	/* pspReference:eventCode:success of the notification item */
 	{"adyen", idem_adyen_prepare, idem_adyen_verify, false,
 	idem_adyen_event_id},
+	/* these webhooks carry no event id: a retry resends the same body */
+	{"adyen_platform", idem_adyen_platform_prepare, idem_body_mac_verify, false,
+	event_id_body_digest},
 	{"alipay", idem_alipay_prepare, idem_alipay_verify, false,
 	event_id_form, "notify_id", "charset"},
 	{"unionpay", idem_unionpay_prepare, idem_unionpay_verify, false,
@@ -70,6 +76,18 @@ idem_verify_scheme_names(void)
 	for (int i = 0; i < lengthof(schemes); i++)
 		appendStringInfo(&buf, "%s\"%s\"", i > 0 ? ", " : "", schemes[i].name);
 	return buf.data;
+}
+
+/* The event id of a body that names none: the hex SHA-256 of the body */
+static bool
+event_id_body_digest(const VerifyScheme *scheme, const VerifyRequest *req, Slice *id)
+{
+	unsigned char digest[EVP_MAX_MD_SIZE];
+	unsigned int len = idem_verify_digest(EVP_sha256(), &req->payload, 1, digest);
+
+	id->data = idem_encode_hex(digest, len);
+	id->len = 2 * len;
+	return true;
 }
 
 /* The event id in a string member of the JSON body's root */

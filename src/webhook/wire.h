@@ -42,6 +42,7 @@ extern bool idem_timestamp_acceptable(int64 secs, double tolerance_usecs);
 /* Hex and base64 (wire_codec.c) */
 extern int	idem_hex_value(char c);
 extern bool idem_decode_hex(Slice s, uint8 *out, size_t outlen);
+extern char *idem_encode_hex(const uint8 *in, size_t len);
 extern ssize_t idem_base64_decode_canonical(Slice text, uint8 *out);
 extern bool idem_decode_b64_mac(Slice s, uint8 *mac);
 

@@ -3,8 +3,9 @@
  *		Wire format: hex and canonical base64, as signatures and keys are
  *		written in headers and secrets.
  *
- * May call: libc only.  Every decoder answers false (or -1) on anything
- * that is not exactly the encoding and never raises an error.
+ * May call: libc, and palloc for an encoding.  Every decoder answers
+ * false (or -1) on anything that is not exactly the encoding and never
+ * raises an error.
  */
 #include "postgres.h"
 
@@ -39,6 +40,22 @@ idem_decode_hex(Slice s, uint8 *out, size_t outlen)
 		out[i] = (uint8) ((hi << 4) | lo);
 	}
 	return true;
+}
+
+/* The len bytes of in as 2 * len lower-case hex digits, in a new string */
+char *
+idem_encode_hex(const uint8 *in, size_t len)
+{
+	static const char digits[] = "0123456789abcdef";
+	char	   *out = palloc(2 * len + 1);
+
+	for (size_t i = 0; i < len; i++)
+	{
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 0xf];
+	}
+	out[2 * len] = '\0';
+	return out;
 }
 
 /*

@@ -24,6 +24,8 @@ and the signed strings are built from the gateways' own descriptions:
              the base64 HMAC-SHA256, keyed with the bytes of the hex key, of
              pspReference:originalReference:merchantAccountCode:
              merchantReference:amount.value:amount.currency:eventCode:success.
+  adyen_platform  HmacSignature: <base64 HMAC-SHA256 of the body>, keyed with
+             the bytes of the hex key; the event id is the body's SHA-256.
   alipay     an asynchronous notification form: sign is the base64 RSA
              PKCS#1 v1.5 (SHA-256 for sign_type RSA2, SHA-1 for RSA) of every
              parameter but sign, sign_type and the empty ones, decoded, sorted
@@ -755,11 +757,13 @@ class Standard:
 
 
 class BodyMac:
-    """GitHub, Shopify, Razorpay, Checkout.com: the MAC of the body in one
-    header, after a prefix, in hex or base64"""
+    """GitHub, Shopify, Razorpay, Checkout.com, Adyen's platform webhooks:
+    the MAC of the body in one header, after a prefix, in hex or base64;
+    hex_key: the secret is the hex of the key (Adyen's), else its text;
+    the event id in a header, a member, or (neither) the body's SHA-256"""
 
     def __init__(self, rng, scheme, sig_header, prefix, encoding, id_header=None, id_member=None,
-                 extra=()):
+                 extra=(), hex_key=False):
         self.scheme = scheme
         self.sig_header = sig_header
         self.prefix = prefix
@@ -767,8 +771,14 @@ class BodyMac:
         self.id_header = id_header
         self.id_member = id_member
         self.extra = extra
-        # a secret of printable text, now and then beyond ASCII
-        self.secret = rng.text(8, 40).replace('\r', '').replace('\n', '').replace('\t', ' ')
+        if hex_key:
+            # 32 random bytes, in the upper-case hex Adyen's Customer Area shows
+            self.secret = bytes(rng.randrange(256) for _ in range(32)).hex().upper()
+            self.key = bytes.fromhex(self.secret)
+        else:
+            # a secret of printable text, now and then beyond ASCII
+            self.secret = rng.text(8, 40).replace('\r', '').replace('\n', '').replace('\t', ' ')
+            self.key = self.secret.encode('utf-8')
         self.sources = {scheme: self.secret}
         self.ids = set()
 
@@ -783,13 +793,24 @@ class BodyMac:
             else:
                 payload = rng.body_text().encode('utf-8')
         else:
-            eid = unique(self.ids, rng.uuid)
-            headers.append([st[self.id_header], eid])
-            payload = (json_write(json_random_object(rng, 1, 0, 8), rng, JsonStyle(rng)).encode()
-                       if rng.random() < 0.6 else rng.body_text().encode('utf-8'))
+            def body():
+                return (json_write(json_random_object(rng, 1, 0, 8), rng, JsonStyle(rng)).encode()
+                        if rng.random() < 0.6 else rng.body_text().encode('utf-8'))
+            if self.id_header:
+                payload = body()
+                eid = unique(self.ids, rng.uuid)
+                headers.append([st[self.id_header], eid])
+            else:
+                # the id is the body's digest: a body not sent before
+                while True:
+                    payload = body()
+                    eid = sha256_hex(payload)
+                    if eid not in self.ids:
+                        self.ids.add(eid)
+                        break
         for name, value in self.extra:
             headers.append([name, value])
-        mac = hmac_sha256(self.secret.encode('utf-8'), payload)
+        mac = hmac_sha256(self.key, payload)
         value = self.prefix + (mac.hex() if self.encoding == 'hex' else b64(mac))
         headers.append([st[self.sig_header], value])
         d = Delivery(payload, headers, eid)
@@ -804,7 +825,7 @@ class BodyMac:
             return False
         value = value[len(self.prefix):]
         given = hex_mac(value) if self.encoding == 'hex' else b64_strict(value)
-        return given == hmac_sha256(self.secret.encode('utf-8'), payload)
+        return given == hmac_sha256(self.key, payload)
 
 
 class Paddle:
@@ -1259,6 +1280,7 @@ def main():
         BodyMac(rng, 'checkout', 'Cko-Signature', '', 'hex', id_member='id'),
         Paddle(rng),
         Adyen(rng),
+        BodyMac(rng, 'adyen_platform', 'HmacSignature', '', 'base64', hex_key=True),
         Alipay(rng),
         Unionpay(rng),
         Wechatpay(rng),

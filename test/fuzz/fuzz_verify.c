@@ -41,6 +41,7 @@ static const struct
 	{"alipay", "alipay"},
 	{"unionpay", "unionpay"},
 	{"wechatpay", "wechatpay"},
+	{"adyen_platform", "adyen_platform"},
 };
 
 /* idem_webhook_verify(scheme, secret, payload, headers, tolerance) */

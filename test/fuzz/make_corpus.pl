@@ -90,6 +90,7 @@ my %keys = (
 	checkout => v('cko_secret'),
 	paddle => v('pdl_secret'),
 	adyen => v('adyen_key'),
+	adyen_platform => v('adyen_key'),
 	alipay => v('alipay_key'),
 	unionpay => v('unionpay_root') . v('unionpay_middle'),
 	wechatpay => v('go_cert') . v('cert_a') . v('cert_b') . $pub_secret,
@@ -158,6 +159,7 @@ my @deliveries = (
 	[ 12, 'wechatpay-go', wx(v('go_serial'), v('go_signature'), v('go_timestamp'), v('go_nonce')), v('go_body') ],
 	[ 12, 'wechatpay-public-key', wx(v('pub_key_id'), v('sig_c'), v('timestamp'), v('nonce')), v('body') ],
 	[ 12, 'wechatpay-probe', wx(v('serial_a_go'), 'WECHATPAY/SIGNTEST/' . v('sig_a'), v('timestamp'), v('nonce')), v('body') ],
+	[ 13, 'adyen-platform', json_line({ 'HmacSignature' => v('adyp_sig') }), v('adyp_payload') ],
 );
 for my $name (sort grep { /^alipay_form/ } keys %v)
 {

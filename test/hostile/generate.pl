@@ -408,7 +408,8 @@ $family = 'signature';
 }
 
 # --- hmac: the HMAC schemes of version 1.3 (github, shopify, razorpay,
-# checkout, paddle, adyen) with every malformed header, list and item ---
+# checkout, paddle, adyen) and of 1.7 (adyen_platform) with every malformed
+# header, list and item ---
 
 $family = 'hmac';
 {
@@ -432,25 +433,29 @@ $family = 'hmac';
 			  . "jsonb_build_object(" . lit($name) . ", $value_sql), NULL)::text", $expect);
 	};
 
-	# GitHub, Shopify, Razorpay, Checkout.com: one header, MAC of the body
+	# GitHub, Shopify, Razorpay, Checkout.com, Adyen's platform webhooks:
+	# one header, MAC of the body; the secret, and another one of the scheme
 	my $secret = "hmac-secret-\x{e9}t\x{e9}";
 	my $hex = hmac_sha256_hex(encode_utf8($payload), encode_utf8($secret));
 	my $b64 = hmac_sha256_base64(encode_utf8($payload), encode_utf8($secret)) . '=';
+	my $pkey = '3F1A9C0D5E7B2486A1C3E5F7092B4D6F8A0C2E4F6B8D0A1C3E5F7A9B1D3F5E7C';
+	my $pb64 = hmac_sha256_base64(encode_utf8($payload), pack('H*', $pkey)) . '=';
 	my @body = (
-		[ 'github',   'X-Hub-Signature-256',   "sha256=$hex" ],
-		[ 'shopify',  'X-Shopify-Hmac-Sha256', $b64 ],
-		[ 'razorpay', 'X-Razorpay-Signature',  $hex ],
-		[ 'checkout', 'Cko-Signature',         $hex ]);
+		[ 'github',   'X-Hub-Signature-256',   "sha256=$hex", $secret, 'other' ],
+		[ 'shopify',  'X-Shopify-Hmac-Sha256', $b64, $secret, 'other' ],
+		[ 'razorpay', 'X-Razorpay-Signature',  $hex, $secret, 'other' ],
+		[ 'checkout', 'Cko-Signature',         $hex, $secret, 'other' ],
+		[ 'adyen_platform', 'HmacSignature',   $pb64, $pkey, lc($pkey) =~ tr/0-9/1-90/r ]);
 	for (@body)
 	{
-		my ($scheme, $name, $good) = @$_;
+		my ($scheme, $name, $good, $secret, $other) = @$_;
 		my $s = lit($secret);
 		$verify->($scheme, $s, $pl, $h1->($name, $good), 'ok:true');
 		$verify->($scheme, $s, $pl, $h1->(uc($name), $good), 'ok:true');
 		$verify->($scheme, $s, lit($payload . ' '), $h1->($name, $good), 'ok:false');
 		$verify->($scheme, $s, 'NULL', $h1->($name, $good), 'ok:false');
 		$verify->($scheme, $s, "''", $h1->($name, $good), 'ok:false');
-		$verify->($scheme, lit('other'), $pl, $h1->($name, $good), 'ok:false');
+		$verify->($scheme, lit($other), $pl, $h1->($name, $good), 'ok:false');
 		$verify->($scheme, $s, $pl, '{"' . $name . '": "' . $good . '", "' . lc($name) . '": "' . $good . '"}',
 			'ok:false');
 		$verify->($scheme, $s, $pl, $h1->($name, $_), 'ok:false') for (

@@ -3,7 +3,7 @@ DROP EXTENSION IF EXISTS idem CASCADE;
 CREATE EXTENSION idem;
 RESET client_min_messages;
 -- idem_webhook_verify: the HMAC-SHA256 schemes with a shared secret
--- (github, shopify, razorpay, checkout, paddle, adyen).  The fixed vectors below
+-- (github, shopify, razorpay, checkout, paddle, adyen, adyen_platform).  The fixed vectors below
 -- were computed with openssl/base64 on the command line
 -- (test/vectors/make_hmac_vectors.sh); the ones that need the current time
 -- are signed here with pgcrypto's hmac().  Both are independent of idem.
@@ -57,6 +57,10 @@ RESET client_min_messages;
 \set adyen_sig_textkey 'Xs4StSPm6gxFLeRujJcqkDM2jTlNj80BLgRoLaXDZpM='
 \set adyen_psp_report '8816178914779999'
 \set adyen_sig_report '62YOzH7SP4/t9aLIlSBiXB9L1ID2wSAJibcmz2seuAA='
+\set adyp_payload '{"data":{"balancePlatform":"YOUR_BALANCE_PLATFORM","accountHolder":{"id":"AH00000000000000000000001","status":"active"}},"environment":"test","timestamp":"2026-11-29T10:00:00+01:00","type":"balancePlatform.accountHolder.created"}'
+\set adyp_sig 'vUSIsZU+/wl97j7Rr74Yqz7q4lzgWStMAtRPxUa3Pew='
+\set adyp_sig_b 'tPQvq0uNUPUtKjsyT1MFInECUlI1aIKD/HEDYRagZ2o='
+\set adyp_sig_textkey 'wjGzPUpl0OigMnV7YdVuAubodvY3o9gjcJOH7wNcpE4='
 -- end of generated vectors
 
 -- An error's SQLSTATE and message, or 'no error'
@@ -678,6 +682,46 @@ COMMIT;
 \if :drop_pgcrypto
 DROP EXTENSION pgcrypto;
 \endif
+
+--
+-- Adyen's platform webhooks (adyen_platform): HmacSignature holds the
+-- base64 HMAC-SHA256 of the raw body, keyed with the bytes of the hex key
+--
+-- Adyen's published example (adyen-java-api-library, HMACValidatorTest.testCalculateHMAC)
+SELECT idem_webhook_verify('adyen_platform', '9064450A8892A093D9E97EFCC9639DE31B74F3A7803135555A3C96F5A57915D6',
+       'TestPayload', '{"HmacSignature": "YA9/UDjldIO4Gq68X4ATYYoEaPYH4f4k2uzBBzEF1PA="}') AS adyen_published;
+-- a configuration webhook: valid under its key, in lower-case hex too, and
+-- with the header's name in any case; no timestamp, so no tolerance
+SELECT idem_webhook_verify('adyen_platform', :'adyen_key', :'adyp_payload',
+           jsonb_build_object('HmacSignature', :'adyp_sig')) AS valid,
+       idem_webhook_verify('adyen_platform', lower(:'adyen_key'), :'adyp_payload',
+           jsonb_build_object('hmacsignature', :'adyp_sig')) AS lower_hex_key,
+       idem_webhook_verify('adyen_platform', :'adyen_key_b', :'adyp_payload',
+           jsonb_build_object('HMACSIGNATURE', :'adyp_sig_b'), '1 s') AS other_key;
+-- false, never an error: the other key's MAC, the MAC keyed with the hex
+-- text, a body changed by one character or re-serialised, the MAC in the
+-- classic scheme's place or another header, hex instead of base64, two
+-- MACs, no header
+SELECT label, idem_webhook_verify('adyen_platform', :'adyen_key', payload, headers) AS verified
+FROM (VALUES
+  ('other key',            :'adyp_payload', jsonb_build_object('HmacSignature', :'adyp_sig_b')),
+  ('keyed with hex text',  :'adyp_payload', jsonb_build_object('HmacSignature', :'adyp_sig_textkey')),
+  ('one character',        replace(:'adyp_payload', 'AH0', 'AH1'), jsonb_build_object('HmacSignature', :'adyp_sig')),
+  ('re-serialised',        (:'adyp_payload')::jsonb::text, jsonb_build_object('HmacSignature', :'adyp_sig')),
+  ('in the body',          :'adyp_payload', '{}'::jsonb),
+  ('another header',       :'adyp_payload', jsonb_build_object('X-Adyen-Signature', :'adyp_sig')),
+  ('hex',                  :'adyp_payload', jsonb_build_object('HmacSignature',
+                               encode(decode(:'adyp_sig', 'base64'), 'hex'))),
+  ('two MACs',             :'adyp_payload', jsonb_build_object('HmacSignature', :'adyp_sig' || ',' || :'adyp_sig')),
+  ('two headers',          :'adyp_payload', jsonb_build_object('HmacSignature', :'adyp_sig', 'hmacSignature', :'adyp_sig'))
+) AS v(label, payload, headers);
+-- the key must be hex, as for the classic scheme: 22023, whatever the request
+SELECT q, pg_temp.err(q) FROM (VALUES
+  ($$SELECT idem_webhook_verify('adyen_platform', 'not hex', 'p', '{}')$$),
+  ($$SELECT idem_webhook_verify('adyen_platform', 'ABC', NULL, NULL)$$),
+  ($$SELECT idem_webhook_verify('adyen_platform', '', 'p', '{}')$$),
+  ($$SELECT idem_webhook_verify('adyen_platform', NULL, 'p', '{}')$$)
+) AS t(q);
 
 --
 -- Adyen in a LATIN1 database.  The server's JSON parser raises an error

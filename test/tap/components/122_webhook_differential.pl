@@ -51,6 +51,7 @@ my %kinds = (
 	checkout => 'body header signature',
 	paddle => 'body header signature timestamp',
 	adyen => 'body signature',
+	adyen_platform => 'body header signature',
 	alipay => 'body signature',
 	unionpay => 'body signature',
 	wechatpay => 'body field header signature timestamp');
