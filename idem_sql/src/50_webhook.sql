@@ -411,11 +411,11 @@ BEGIN
             MESSAGE = 'webhook signature scheme must not be null';
     END IF;
     IF scheme <> ALL (ARRAY['stripe', 'standard', 'svix', 'github', 'shopify', 'razorpay',
-                            'checkout', 'paddle', 'adyen', 'adyen_platform', 'alipay', 'unionpay',
-                            'wechatpay']) THEN
+                            'checkout', 'paddle', 'adyen', 'adyen_platform', 'square', 'alipay',
+                            'unionpay', 'wechatpay']) THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('unknown webhook signature scheme "%s"', scheme),
-            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "alipay", "unionpay", "wechatpay".';
+            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "square", "alipay", "unionpay", "wechatpay".';
     END IF;
     RETURN scheme;
 END
@@ -482,6 +482,16 @@ BEGIN
                 HINT = 'Check for stray whitespace or a truncated key.';
         END IF;
         RETURN decode(s, 'hex');
+    WHEN 'square' THEN
+        -- the notification URL, one space, the signature key: kept whole,
+        -- idem.wh_check splits it at its last space
+        IF s !~ '^https?://[^ ]* [^ ]+$' THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+                MESSAGE = 'webhook secret is not a notification URL and a signature key',
+                DETAIL = 'A secret of the "square" scheme is the subscription''s notification URL, exactly as set in Square''s Developer Console, a space, then its signature key.',
+                HINT = 'Square signs the URL with the body: a URL that differs in any character fails every delivery.';
+        END IF;
+        RETURN idem.wh_bytes(secret);
     WHEN 'alipay' THEN
         ok := idem.wh_raise_if(idem.wh_c_only('scheme "alipay"', 'Alipay signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.'));
     WHEN 'unionpay' THEN
@@ -581,21 +591,28 @@ BEGIN
         END IF;
         RETURN idem.wh_mac_match(
             idem.hmac_sha256(idem.wh_bytes(id || '.' || ts || '.') || idem.wh_bytes(payload), key), given);
-    WHEN 'github', 'shopify', 'razorpay', 'checkout', 'adyen_platform' THEN
-        -- one header: a fixed prefix, then the MAC of the body
+    WHEN 'github', 'shopify', 'razorpay', 'checkout', 'adyen_platform', 'square' THEN
+        -- one header: a fixed prefix, then the MAC of the body (Square's:
+        -- of the notification URL, then the body)
         hdr := CASE scheme WHEN 'github' THEN 'x-hub-signature-256' WHEN 'shopify' THEN 'x-shopify-hmac-sha256'
                            WHEN 'razorpay' THEN 'x-razorpay-signature' WHEN 'checkout' THEN 'cko-signature'
-                           ELSE 'hmacsignature' END;
+                           WHEN 'square' THEN 'x-square-hmacsha256-signature' ELSE 'hmacsignature' END;
         prefix := CASE scheme WHEN 'github' THEN 'sha256=' ELSE '' END;
         h := idem.wh_header(headers, hdr);
         IF h IS NULL OR NOT starts_with(h, prefix) THEN
             RETURN false;
         END IF;
         h := substr(h, length(prefix) + 1);
-        given := ARRAY[CASE WHEN scheme = 'shopify' OR scheme = 'adyen_platform' THEN idem.wh_decode(h, 'base64-mac')
+        given := ARRAY[CASE WHEN scheme IN ('shopify', 'adyen_platform', 'square') THEN idem.wh_decode(h, 'base64-mac')
                             ELSE idem.wh_decode(h, 'hex-mac') END];
         IF given[1] IS NULL THEN
             RETURN false;
+        END IF;
+        IF scheme = 'square' THEN
+            -- key holds the secret: "<url> <signature key>"
+            f := regexp_match(convert_from(key, getdatabaseencoding()), '^(.*) ([^ ]+)$');
+            RETURN idem.wh_mac_match(
+                idem.hmac_sha256(idem.wh_bytes(f[1]) || idem.wh_bytes(payload), idem.wh_bytes(f[2])), given);
         END IF;
         RETURN idem.wh_mac_match(idem.hmac_sha256(idem.wh_bytes(payload), key), given);
     WHEN 'adyen' THEN
@@ -741,6 +758,8 @@ BEGIN
     WHEN 'adyen_platform' THEN
         -- these webhooks carry no event id: a retry resends the same body
         id := encode(sha256(idem.wh_bytes(payload)), 'hex');
+    WHEN 'square' THEN
+        id := idem.wh_json_member(payload, 'event_id');
     ELSE
         id := NULL;
     END CASE;

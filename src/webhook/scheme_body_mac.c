@@ -1,8 +1,9 @@
 /*
  * scheme_body_mac.c
- *		Schemes: GitHub, Shopify, Razorpay, Checkout.com and Adyen's
- *		platform webhooks, which put the HMAC-SHA256 of the body, under a
- *		shared secret, in one header.
+ *		Schemes: GitHub, Shopify, Razorpay, Checkout.com, Adyen's platform
+ *		webhooks and Square, which put the HMAC-SHA256 of the body (Square:
+ *		of its notification URL and the body), under a shared secret, in
+ *		one header.
  *
  * May call: the wire format (wire.h), the crypto (crypto.h) and the Adyen
  * scheme's key (scheme_adyen.c).  The MAC is compared in constant time
@@ -28,11 +29,16 @@ typedef struct BodyMacFormat
 	MacEncoding encoding;
 } BodyMacFormat;
 
-/* The key of a body-MAC scheme: the HMAC key and where the MAC is */
+/*
+ * The key of a body-MAC scheme: the HMAC key, where the MAC is, and what
+ * the sender signs before the body (Square: the notification URL; others:
+ * nothing)
+ */
 typedef struct BodyMacKey
 {
 	VerifyMacKey *mac;
 	const BodyMacFormat *format;
+	Slice		signed_prefix;
 } BodyMacKey;
 
 /* GitHub: X-Hub-Signature-256: sha256=<hex> (the SHA-1 header is not read) */
@@ -54,6 +60,13 @@ static const BodyMacFormat checkout_format = {"cko-signature", "", MAC_HEX};
 static const BodyMacFormat adyen_platform_format = {"hmacsignature", "", MAC_BASE64};
 
 /*
+ * Square: x-square-hmacsha256-signature: <base64>, over the subscription's
+ * notification URL followed by the body (the legacy HMAC-SHA1 header
+ * x-square-signature is not read)
+ */
+static const BodyMacFormat square_format = {"x-square-hmacsha256-signature", "", MAC_BASE64};
+
+/*
  * The key of a body-MAC scheme: each of these senders keys its HMAC with
  * the secret's text as given, so any non-empty secret is a key.
  */
@@ -64,6 +77,8 @@ body_mac_key(Slice secret, const BodyMacFormat *format)
 
 	key->mac = idem_verify_mac_key((const uint8 *) secret.data, secret.len);
 	key->format = format;
+	key->signed_prefix.data = NULL;
+	key->signed_prefix.len = 0;
 	return key;
 }
 
@@ -106,6 +121,52 @@ idem_adyen_platform_prepare(Slice secret)
 
 	key->mac = idem_adyen_hex_key(secret, "adyen_platform");
 	key->format = &adyen_platform_format;
+	key->signed_prefix.data = NULL;
+	key->signed_prefix.len = 0;
+	return key;
+}
+
+/* Does s begin with the text of prefix? */
+static bool
+starts_with(Slice s, const char *prefix)
+{
+	size_t		len = strlen(prefix);
+
+	return s.len >= len && memcmp(s.data, prefix, len) == 0;
+}
+
+/*
+ * Square's secret: the subscription's notification URL exactly as set in
+ * the Developer Console (http:// or https://), a space, and its signature
+ * key, whose text keys the HMAC (22023 for anything else)
+ */
+void *
+idem_square_prepare(Slice secret)
+{
+	BodyMacKey *key;
+	size_t		space = secret.len;
+	Slice		url;
+	Slice		signature_key;
+
+	while (space > 0 && secret.data[space - 1] != ' ')
+		space--;
+	url.data = secret.data;
+	url.len = space > 0 ? space - 1 : 0;
+	signature_key.data = secret.data + space;
+	signature_key.len = secret.len - space;
+	if (space == 0 || signature_key.len == 0 ||
+		!(starts_with(url, "https://") || starts_with(url, "http://")) ||
+		memchr(url.data, ' ', url.len) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("webhook secret is not a notification URL and a signature key"),
+				 errdetail("A secret of the \"square\" scheme is the subscription's notification URL, exactly as set in Square's Developer Console, a space, then its signature key."),
+				 errhint("Square signs the URL with the body: a URL that differs in any character fails every delivery.")));
+	key = palloc(sizeof(BodyMacKey));
+	key->mac = idem_verify_mac_key((const uint8 *) signature_key.data, signature_key.len);
+	key->format = &square_format;
+	key->signed_prefix.data = pnstrdup(url.data, url.len);
+	key->signed_prefix.len = url.len;
 	return key;
 }
 
@@ -139,7 +200,14 @@ idem_body_mac_verify(void *k, const VerifyRequest *req)
 	if (!decoded)
 		return false;
 
-	idem_verify_mac(key->mac, &req->payload, 1, expected);
+	if (key->signed_prefix.len > 0)
+	{
+		Slice		parts[2] = {key->signed_prefix, req->payload};
+
+		idem_verify_mac(key->mac, parts, 2, expected);
+	}
+	else
+		idem_verify_mac(key->mac, &req->payload, 1, expected);
 	matched = idem_mac_equal(expected, given, VERIFY_MAC_LEN);
 	explicit_bzero(expected, sizeof(expected));
 	return matched;

@@ -48,6 +48,8 @@ static const VerifyScheme schemes[] = {
 	/* these webhooks carry no event id: a retry resends the same body */
 	{"adyen_platform", idem_adyen_platform_prepare, idem_body_mac_verify, false,
 	event_id_body_digest},
+	{"square", idem_square_prepare, idem_body_mac_verify, false,
+	event_id_member, "event_id"},
 	{"alipay", idem_alipay_prepare, idem_alipay_verify, false,
 	event_id_form, "notify_id", "charset"},
 	{"unionpay", idem_unionpay_prepare, idem_unionpay_verify, false,

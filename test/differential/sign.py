@@ -26,6 +26,9 @@ and the signed strings are built from the gateways' own descriptions:
              merchantReference:amount.value:amount.currency:eventCode:success.
   adyen_platform  HmacSignature: <base64 HMAC-SHA256 of the body>, keyed with
              the bytes of the hex key; the event id is the body's SHA-256.
+  square     x-square-hmacsha256-signature: <base64 HMAC-SHA256 of the
+             notification URL followed by the body>; the secret is the URL,
+             a space and the signature key.
   alipay     an asynchronous notification form: sign is the base64 RSA
              PKCS#1 v1.5 (SHA-256 for sign_type RSA2, SHA-1 for RSA) of every
              parameter but sign, sign_type and the empty ones, decoded, sorted
@@ -760,10 +763,12 @@ class BodyMac:
     """GitHub, Shopify, Razorpay, Checkout.com, Adyen's platform webhooks:
     the MAC of the body in one header, after a prefix, in hex or base64;
     hex_key: the secret is the hex of the key (Adyen's), else its text;
+    signed_url: the MAC covers a notification URL before the body, which
+    the secret holds before a space and the key (Square's);
     the event id in a header, a member, or (neither) the body's SHA-256"""
 
     def __init__(self, rng, scheme, sig_header, prefix, encoding, id_header=None, id_member=None,
-                 extra=(), hex_key=False):
+                 extra=(), hex_key=False, signed_url=False):
         self.scheme = scheme
         self.sig_header = sig_header
         self.prefix = prefix
@@ -779,6 +784,14 @@ class BodyMac:
             # a secret of printable text, now and then beyond ASCII
             self.secret = rng.text(8, 40).replace('\r', '').replace('\n', '').replace('\t', ' ')
             self.key = self.secret.encode('utf-8')
+        self.url = b''
+        if signed_url:
+            # Square's signature keys are base64url text, without spaces
+            self.secret = self.secret.replace(' ', '_')
+            self.key = self.secret.encode('utf-8')
+            self.url = ('https://' + rng.word(4, 12, LOWER_ALNUM) + '.example/webhooks/'
+                        + rng.word(4, 12, LOWER_ALNUM)).encode('ascii')
+            self.secret = self.url.decode('ascii') + ' ' + self.secret
         self.sources = {scheme: self.secret}
         self.ids = set()
 
@@ -810,7 +823,7 @@ class BodyMac:
                         break
         for name, value in self.extra:
             headers.append([name, value])
-        mac = hmac_sha256(self.key, payload)
+        mac = hmac_sha256(self.key, self.url + payload)
         value = self.prefix + (mac.hex() if self.encoding == 'hex' else b64(mac))
         headers.append([st[self.sig_header], value])
         d = Delivery(payload, headers, eid)
@@ -825,7 +838,7 @@ class BodyMac:
             return False
         value = value[len(self.prefix):]
         given = hex_mac(value) if self.encoding == 'hex' else b64_strict(value)
-        return given == hmac_sha256(self.key, payload)
+        return given == hmac_sha256(self.key, self.url + payload)
 
 
 class Paddle:
@@ -1281,6 +1294,8 @@ def main():
         Paddle(rng),
         Adyen(rng),
         BodyMac(rng, 'adyen_platform', 'HmacSignature', '', 'base64', hex_key=True),
+        BodyMac(rng, 'square', 'x-square-hmacsha256-signature', '', 'base64', id_member='event_id',
+                signed_url=True),
         Alipay(rng),
         Unionpay(rng),
         Wechatpay(rng),

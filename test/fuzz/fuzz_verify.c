@@ -42,6 +42,7 @@ static const struct
 	{"unionpay", "unionpay"},
 	{"wechatpay", "wechatpay"},
 	{"adyen_platform", "adyen_platform"},
+	{"square", "square"},
 };
 
 /* idem_webhook_verify(scheme, secret, payload, headers, tolerance) */

@@ -91,6 +91,7 @@ my %keys = (
 	paddle => v('pdl_secret'),
 	adyen => v('adyen_key'),
 	adyen_platform => v('adyen_key'),
+	square => v('sq_url') . ' ' . v('sq_key'),
 	alipay => v('alipay_key'),
 	unionpay => v('unionpay_root') . v('unionpay_middle'),
 	wechatpay => v('go_cert') . v('cert_a') . v('cert_b') . $pub_secret,
@@ -160,6 +161,7 @@ my @deliveries = (
 	[ 12, 'wechatpay-public-key', wx(v('pub_key_id'), v('sig_c'), v('timestamp'), v('nonce')), v('body') ],
 	[ 12, 'wechatpay-probe', wx(v('serial_a_go'), 'WECHATPAY/SIGNTEST/' . v('sig_a'), v('timestamp'), v('nonce')), v('body') ],
 	[ 13, 'adyen-platform', json_line({ 'HmacSignature' => v('adyp_sig') }), v('adyp_payload') ],
+	[ 14, 'square', json_line({ 'x-square-hmacsha256-signature' => v('sq_sig') }), v('sq_body') ],
 );
 for my $name (sort grep { /^alipay_form/ } keys %v)
 {

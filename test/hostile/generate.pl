@@ -408,7 +408,7 @@ $family = 'signature';
 }
 
 # --- hmac: the HMAC schemes of version 1.3 (github, shopify, razorpay,
-# checkout, paddle, adyen) and of 1.7 (adyen_platform) with every malformed
+# checkout, paddle, adyen) and of 1.7 (adyen_platform, square) with every malformed
 # header, list and item ---
 
 $family = 'hmac';
@@ -440,12 +440,15 @@ $family = 'hmac';
 	my $b64 = hmac_sha256_base64(encode_utf8($payload), encode_utf8($secret)) . '=';
 	my $pkey = '3F1A9C0D5E7B2486A1C3E5F7092B4D6F8A0C2E4F6B8D0A1C3E5F7A9B1D3F5E7C';
 	my $pb64 = hmac_sha256_base64(encode_utf8($payload), pack('H*', $pkey)) . '=';
+	my ($squrl, $sqkey) = ('https://shop.example/webhooks/square', 'Ibxx_5AKakO-3qeNVR61Dw');
+	my $sqb64 = hmac_sha256_base64(encode_utf8($squrl . $payload), $sqkey) . '=';
 	my @body = (
 		[ 'github',   'X-Hub-Signature-256',   "sha256=$hex", $secret, 'other' ],
 		[ 'shopify',  'X-Shopify-Hmac-Sha256', $b64, $secret, 'other' ],
 		[ 'razorpay', 'X-Razorpay-Signature',  $hex, $secret, 'other' ],
 		[ 'checkout', 'Cko-Signature',         $hex, $secret, 'other' ],
-		[ 'adyen_platform', 'HmacSignature',   $pb64, $pkey, lc($pkey) =~ tr/0-9/1-90/r ]);
+		[ 'adyen_platform', 'HmacSignature',   $pb64, $pkey, lc($pkey) =~ tr/0-9/1-90/r ],
+		[ 'square', 'X-Square-HmacSha256-Signature', $sqb64, "$squrl $sqkey", "$squrl other" ]);
 	for (@body)
 	{
 		my ($scheme, $name, $good, $secret, $other) = @$_;

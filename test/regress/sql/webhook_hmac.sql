@@ -3,7 +3,8 @@ DROP EXTENSION IF EXISTS idem CASCADE;
 CREATE EXTENSION idem;
 RESET client_min_messages;
 -- idem_webhook_verify: the HMAC-SHA256 schemes with a shared secret
--- (github, shopify, razorpay, checkout, paddle, adyen, adyen_platform).  The fixed vectors below
+-- (github, shopify, razorpay, checkout, paddle, adyen, adyen_platform,
+-- square).  The fixed vectors below
 -- were computed with openssl/base64 on the command line
 -- (test/vectors/make_hmac_vectors.sh); the ones that need the current time
 -- are signed here with pgcrypto's hmac().  Both are independent of idem.
@@ -721,6 +722,49 @@ SELECT q, pg_temp.err(q) FROM (VALUES
   ($$SELECT idem_webhook_verify('adyen_platform', 'ABC', NULL, NULL)$$),
   ($$SELECT idem_webhook_verify('adyen_platform', '', 'p', '{}')$$),
   ($$SELECT idem_webhook_verify('adyen_platform', NULL, 'p', '{}')$$)
+) AS t(q);
+
+--
+-- Square: x-square-hmacsha256-signature holds the base64 HMAC-SHA256 of
+-- the subscription's notification URL followed by the body, keyed with the
+-- signature key's text; the secret is the URL, a space, the key
+--
+-- Square's published example and its negatives (square-python-sdk,
+-- tests/utilities/test_webhooks_helper.py)
+\set sq_url 'https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9'
+\set sq_key 'Ibxx_5AKakO-3qeNVR61Dw'
+\set sq_body '{"merchant_id":"MLEFBHHSJGVHD","type":"webhooks.test_notification","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f","created_at":"2022-07-13T20:30:59.037339943Z","data":{"type":"webhooks","id":"bc368e64-01aa-407e-b46e-3231809b1129"}}'
+\set sq_sig 'GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4='
+SELECT label, idem_webhook_verify('square', secret, payload, headers) AS verified
+FROM (VALUES
+  ('published',       :'sq_url' || ' ' || :'sq_key', :'sq_body',
+                      jsonb_build_object('x-square-hmacsha256-signature', :'sq_sig')),
+  ('header name case', :'sq_url' || ' ' || :'sq_key', :'sq_body',
+                      jsonb_build_object('X-Square-HmacSha256-Signature', :'sq_sig')),
+  ('url mismatch',    'https://webhook.site/79a4f3a-dcfa-49ee-bac5-9d0edad886b9 ' || :'sq_key', :'sq_body',
+                      jsonb_build_object('x-square-hmacsha256-signature', :'sq_sig')),
+  ('url with a slash', :'sq_url' || '/ ' || :'sq_key', :'sq_body',
+                      jsonb_build_object('x-square-hmacsha256-signature', :'sq_sig')),
+  ('other key',       :'sq_url' || ' MCmhFRxGX82xMwg5FsaoQA', :'sq_body',
+                      jsonb_build_object('x-square-hmacsha256-signature', :'sq_sig')),
+  ('other signature', :'sq_url' || ' ' || :'sq_key', :'sq_body',
+                      jsonb_build_object('x-square-hmacsha256-signature', '1z2n3DEJJiUPKcPzQo1ftvbxGdw=')),
+  ('body changed',    :'sq_url' || ' ' || :'sq_key', replace(:'sq_body', '2022-07-13', '2022-06-13'),
+                      jsonb_build_object('x-square-hmacsha256-signature', :'sq_sig')),
+  ('body formatted',  :'sq_url' || ' ' || :'sq_key', jsonb_pretty(:'sq_body'),
+                      jsonb_build_object('x-square-hmacsha256-signature', :'sq_sig')),
+  ('legacy header',   :'sq_url' || ' ' || :'sq_key', :'sq_body',
+                      jsonb_build_object('x-square-signature', :'sq_sig')),
+  ('no header',       :'sq_url' || ' ' || :'sq_key', :'sq_body', '{}'::jsonb)
+) AS v(label, secret, payload, headers);
+-- the secret: a URL (http or https), one space, a key; anything else 22023
+SELECT q, pg_temp.err(q) FROM (VALUES
+  ($$SELECT idem_webhook_verify('square', 'Ibxx_5AKakO-3qeNVR61Dw', 'p', '{}')$$),
+  ($$SELECT idem_webhook_verify('square', 'https://example.com/hook ', 'p', '{}')$$),
+  ($$SELECT idem_webhook_verify('square', ' Ibxx_5AKakO-3qeNVR61Dw', 'p', '{}')$$),
+  ($$SELECT idem_webhook_verify('square', 'example.com/hook Ibxx_5AKakO-3qeNVR61Dw', 'p', '{}')$$),
+  ($$SELECT idem_webhook_verify('square', 'https://example.com/a b Ibxx_5AKakO-3qeNVR61Dw', 'p', '{}')$$),
+  ($$SELECT idem_webhook_verify('square', 'http://example.com/hook Ibxx_5AKakO-3qeNVR61Dw', 'p', '{}')$$)
 ) AS t(q);
 
 --

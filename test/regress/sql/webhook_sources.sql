@@ -47,6 +47,9 @@ RESET client_min_messages;
 \set adyen_sig 'kRCVlOzDf1BJ7acNO+8DcYaq6vwl7fkrjJQXjhNa15Y='
 \set adyp_payload '{"data":{"balancePlatform":"YOUR_BALANCE_PLATFORM","accountHolder":{"id":"AH00000000000000000000001","status":"active"}},"environment":"test","timestamp":"2026-11-29T10:00:00+01:00","type":"balancePlatform.accountHolder.created"}'
 \set adyp_sig 'vUSIsZU+/wl97j7Rr74Yqz7q4lzgWStMAtRPxUa3Pew='
+\set sq_secret 'https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9 Ibxx_5AKakO-3qeNVR61Dw'
+\set sq_body '{"merchant_id":"MLEFBHHSJGVHD","type":"webhooks.test_notification","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f","created_at":"2022-07-13T20:30:59.037339943Z","data":{"type":"webhooks","id":"bc368e64-01aa-407e-b46e-3231809b1129"}}'
+\set sq_sig 'GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4='
 \set alipay_key '-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAp9CRi23TGSjUXxHY6eJQ\nw4ympZyGeXWYvQfKXzAYmc/GXoP/+fP/6bomq/SflX/NFQzFrwvVAOKoknrsviWy\nRSA4SCEWO1I8DONj995Y+7LJcxdZoNvscpTw3aV46+loZlKYRAKeE2NMiEaPfa3z\n9loXNiGhAEGy9HNpDqOwbWdf9r7mnQuiujl71/5685h7GB/QGwIh2ZFTX9uj/p08\nvGOiGHNXmtzcFFQkhd7O7h4yaznBHXkpErkdngwlI8UTP4JX5brrtNfypzhXm0Cu\nBbFr/Sy4kqwza4bjR1z4DoadvucbuR7wNB98mO8S6h7JSiDEg0oDeynC7BlLLcm7\nUwIDAQAB\n-----END PUBLIC KEY-----\n'
 \set alipay_form 'gmt_create=2024-01-15+10%3A30%3A00&charset=utf-8&seller_email=merchant%40example.com&subject=%E6%B5%8B%E8%AF%95%E5%95%86%E5%93%81+idem&body=a%2Bb+%26+c%3Dd%2C+100%25&buyer_id=2088102177846880&invoice_amount=88.88&notify_id=2024011500222103030012341234567890&fund_bill_list=%5B%7B%22amount%22%3A%2288.88%22%2C%22fundChannel%22%3A%22ALIPAYACCOUNT%22%7D%5D&notify_type=trade_status_sync&trade_status=TRADE_SUCCESS&receipt_amount=88.88&app_id=2021000000000001&buyer_pay_amount=88.88&seller_id=2088102177649450&gmt_payment=2024-01-15+10%3A30%3A05&notify_time=2024-01-15+10%3A30%3A05&passback_params=&version=1.0&out_trade_no=20240115000001&total_amount=88.88&trade_no=2024011522001446880501234567&auth_app_id=2021000000000001&buyer_logon_id=buy***%40example.com&Zz_case=sorted+first&point_amount=0.00&sign_type=RSA2&sign=Kg%2Bbxj%2BJXREUSGKTYVAm3xFRvmGXIyJAN01iz0iOBEcEiJXuQWZLaGylW%2Bdfobo8gmtGex0y4WtprtSYgv7g9%2FJxow39niQaetM1PcK1nP5XdpAj%2F1VrAvrXgSdPJ49XdVjr1Li6MHo85EXhO7xCJnOWdktLGMV4sf43%2BVbDEC42de0c34sZ%2BPCXNb6VlkmN8AhEfiCRTRHmaMvdKlHgQice0khEWG15CWBhW8yKjeyI%2FdexhP6Rdrc0amc%2FHOZycm7Y663wALzKSFRYtP8tWT2uqKGWC%2BCO%2BzvcmYcsHek2dl0zQEa%2FLUEgkXCC6fjqoDEu1frcOjZCihEIR46fxg%3D%3D'
 \set unionpay_root '-----BEGIN CERTIFICATE-----\nMIIDZjCCAk6gAwIBAgIBAjANBgkqhkiG9w0BAQsFADBDMQswCQYDVQQGEwJDTjES\nMBAGA1UECgwJaWRlbSB0ZXN0MSAwHgYDVQQDDBdpZGVtIHRlc3QgVW5pb25QYXkg\ncm9vdDAgFw0yNDAxMDEwMDAwMDBaGA8yMTI0MDEwMTAwMDAwMFowQzELMAkGA1UE\nBhMCQ04xEjAQBgNVBAoMCWlkZW0gdGVzdDEgMB4GA1UEAwwXaWRlbSB0ZXN0IFVu\naW9uUGF5IHJvb3QwggEiMA0GCSqGSIb3DQEBAQUAA4IBDwAwggEKAoIBAQCOuEEW\nzbIs/LXeqFWJqWAkroCu5WnDRUj/T4Z3zLm5rRVLR/6Hh8sAyKIVijIXL/oVBGQg\np7F8K66dKuNsFck6sf8ewYzOxVoazWXbJUxZJ1lqMWdgLK8eGPHkvYWxu+5P96w1\nAsFMDvlyxVEGOCCQAwR7yH8bDvJy+3lNP0XilcwhjMnZo/rW7MxNr4ACu+HMDETi\ngrwqbEui5ku3F9d0PMWrzYUXFZIa7tE0ySb3uQOgyZ4WKekpd1zldkQfWdrp6+bz\nVO2UcatkTsQlMiN5sHy1G8qZOK8JxuPaf15jM4mXfHVARSVkIwVXsjhwWPJBfFr1\nUSZIk6DbK58axS+DAgMBAAGjYzBhMA8GA1UdEwEB/wQFMAMBAf8wDgYDVR0PAQH/\nBAQDAgEGMB0GA1UdDgQWBBRWbYWIDvCc/yWT35l/4mXvRTWDvDAfBgNVHSMEGDAW\ngBRWbYWIDvCc/yWT35l/4mXvRTWDvDANBgkqhkiG9w0BAQsFAAOCAQEAfdDOzq3P\nOifbRrHIhvpNl6vVZrMq+rCrXftauKeeh+BOwrheGwT58QKJ8XDZyBzr8ODBD76d\n8ANihkvP4TaqogdyGqb0HQ9tAESo8V9pApQ/XY1NmJ2cDhyN6i3n0+UOopKC6yRW\nd49+Q6vmP5+xrv1esgORwlapvNQKfNdxN9ESZussC2XmVx+kdLPiQYm4XUlQ7kgl\ncibXjUq38P38i5BNu0yOXTqWM2KZEoVztbZFUHQ4FmG5AstjL831VmzwidZHm6Ey\nigRs6B4PVDeszsAcrf35yjFbA+2EH6yByQd9NzbWDGP1AxxJnDkwrwXT8nzigbpr\nvtPnCrB5eSQyIw==\n-----END CERTIFICATE-----\n'
@@ -174,6 +177,7 @@ SELECT idem_webhook_source_set('r-checkout', 'checkout', ARRAY[:'cko_secret']);
 SELECT idem_webhook_source_set('r-paddle', 'paddle', ARRAY[:'pdl_secret'], '100 years');
 SELECT idem_webhook_source_set('r-adyen', 'adyen', ARRAY[:'adyen_key']);
 SELECT idem_webhook_source_set('r-adyen-platform', 'adyen_platform', ARRAY[:'adyen_key']);
+SELECT idem_webhook_source_set('r-square', 'square', ARRAY[:'sq_secret']);
 SELECT idem_webhook_source_set('r-alipay', 'alipay', ARRAY[:'alipay_key']);
 SELECT idem_webhook_source_set('r-unionpay', 'unionpay', ARRAY[:'unionpay_root' || :'unionpay_middle']);
 SELECT idem_webhook_source_set('r-wechatpay', 'wechatpay', ARRAY[:'cert_a'], '100 years');
@@ -205,6 +209,7 @@ SELECT * FROM (VALUES
     'merchantReference', :'adyen_ref', 'originalReference', :'adyen_orig',
     'pspReference', :'adyen_psp', 'success', :'adyen_success')::text, '{}'::jsonb),
   ('r-adyen-platform', :'adyp_payload', jsonb_build_object('HmacSignature', :'adyp_sig')),
+  ('r-square', :'sq_body', jsonb_build_object('x-square-hmacsha256-signature', :'sq_sig')),
   ('r-alipay', :'alipay_form', '{}'),
   ('r-unionpay', :'unionpay_form', '{}'),
   ('r-wechatpay', :'body',

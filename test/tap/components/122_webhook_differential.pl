@@ -52,6 +52,7 @@ my %kinds = (
 	paddle => 'body header signature timestamp',
 	adyen => 'body signature',
 	adyen_platform => 'body header signature',
+	square => 'body header signature',
 	alipay => 'body signature',
 	unionpay => 'body signature',
 	wechatpay => 'body field header signature timestamp');
