@@ -66,20 +66,30 @@ static const BodyMacFormat adyen_platform_format = {"hmacsignature", "", MAC_BAS
  */
 static const BodyMacFormat square_format = {"x-square-hmacsha256-signature", "", MAC_BASE64};
 
+/* A body-MAC key of mac, format and the text signed before the body */
+static BodyMacKey *
+body_mac_key_of(VerifyMacKey *mac, const BodyMacFormat *format, Slice signed_prefix)
+{
+	BodyMacKey *key = palloc(sizeof(BodyMacKey));
+
+	key->mac = mac;
+	key->format = format;
+	key->signed_prefix = signed_prefix;
+	return key;
+}
+
 /*
  * The key of a body-MAC scheme: each of these senders keys its HMAC with
- * the secret's text as given, so any non-empty secret is a key.
+ * the secret's text as given, so any non-empty secret is a key; nothing
+ * is signed before the body.
  */
 static void *
 body_mac_key(Slice secret, const BodyMacFormat *format)
 {
-	BodyMacKey *key = palloc(sizeof(BodyMacKey));
+	Slice		nothing = {"", 0};
 
-	key->mac = idem_verify_mac_key((const uint8 *) secret.data, secret.len);
-	key->format = format;
-	key->signed_prefix.data = NULL;
-	key->signed_prefix.len = 0;
-	return key;
+	return body_mac_key_of(idem_verify_mac_key((const uint8 *) secret.data, secret.len),
+						   format, nothing);
 }
 
 /* GitHub's webhook secret */
@@ -117,13 +127,10 @@ idem_checkout_prepare(Slice secret)
 void *
 idem_adyen_platform_prepare(Slice secret)
 {
-	BodyMacKey *key = palloc(sizeof(BodyMacKey));
+	Slice		nothing = {"", 0};
 
-	key->mac = idem_adyen_hex_key(secret, "adyen_platform");
-	key->format = &adyen_platform_format;
-	key->signed_prefix.data = NULL;
-	key->signed_prefix.len = 0;
-	return key;
+	return body_mac_key_of(idem_adyen_hex_key(secret, "adyen_platform"),
+						   &adyen_platform_format, nothing);
 }
 
 /* Does s begin with the text of prefix? */
@@ -143,7 +150,6 @@ starts_with(Slice s, const char *prefix)
 void *
 idem_square_prepare(Slice secret)
 {
-	BodyMacKey *key;
 	size_t		space = secret.len;
 	Slice		url;
 	Slice		signature_key;
@@ -162,17 +168,15 @@ idem_square_prepare(Slice secret)
 				 errmsg("webhook secret is not a notification URL and a signature key"),
 				 errdetail("A secret of the \"square\" scheme is the subscription's notification URL, exactly as set in Square's Developer Console, a space, then its signature key."),
 				 errhint("Square signs the URL with the body: a URL that differs in any character fails every delivery.")));
-	key = palloc(sizeof(BodyMacKey));
-	key->mac = idem_verify_mac_key((const uint8 *) signature_key.data, signature_key.len);
-	key->format = &square_format;
-	key->signed_prefix.data = pnstrdup(url.data, url.len);
-	key->signed_prefix.len = url.len;
-	return key;
+	url.data = pnstrdup(url.data, url.len);
+	return body_mac_key_of(idem_verify_mac_key((const uint8 *) signature_key.data, signature_key.len),
+						   &square_format, url);
 }
 
 /*
  * A body-MAC scheme: the header, taken as it is, must be the prefix exactly
- * (case and all, nothing around it) followed by the MAC of the raw body in
+ * (case and all, nothing around it) followed by the MAC of the raw body,
+ * after the key's signed prefix (Square's URL; empty for the others), in
  * the scheme's encoding.  One header, one MAC: these senders have no list.
  */
 bool
@@ -181,6 +185,7 @@ idem_body_mac_verify(void *k, const VerifyRequest *req)
 	BodyMacKey *key = k;
 	size_t		prefix_len = strlen(key->format->prefix);
 	Slice		value;
+	Slice		parts[2];
 	uint8		expected[VERIFY_MAC_LEN];
 	uint8		given[VERIFY_MAC_LEN];
 	bool		decoded;
@@ -200,14 +205,9 @@ idem_body_mac_verify(void *k, const VerifyRequest *req)
 	if (!decoded)
 		return false;
 
-	if (key->signed_prefix.len > 0)
-	{
-		Slice		parts[2] = {key->signed_prefix, req->payload};
-
-		idem_verify_mac(key->mac, parts, 2, expected);
-	}
-	else
-		idem_verify_mac(key->mac, &req->payload, 1, expected);
+	parts[0] = key->signed_prefix;
+	parts[1] = req->payload;
+	idem_verify_mac(key->mac, parts, 2, expected);
 	matched = idem_mac_equal(expected, given, VERIFY_MAC_LEN);
 	explicit_bzero(expected, sizeof(expected));
 	return matched;
