@@ -30,7 +30,8 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.purge_batch_size() FROM PUBLIC;
 
--- idem_purge(batch_size): delete expired keys, then webhook records, at
+-- idem_purge(batch_size): delete expired keys, then webhook records, then
+-- the objects' newest events (55_webhook_order.sql), at
 -- most batch_size in all, skipping rows that a live transaction holds and
 -- processing keys whose lease is live; returns how many.
 CREATE OR REPLACE FUNCTION idem_purge(batch_size integer DEFAULT NULL)
@@ -75,6 +76,19 @@ BEGIN
                    SELECT w.ctid FROM idem.webhooks w
                     WHERE w.expires_at <= at
                     ORDER BY w.expires_at
+                    LIMIT lim - total
+                      FOR UPDATE SKIP LOCKED))
+            RETURNING 1)
+        SELECT pg_catalog.count(*) INTO n FROM gone;
+        total := total + n;
+    END IF;
+    IF total < lim THEN
+        WITH gone AS (
+            DELETE FROM idem.webhook_order
+             WHERE ctid = ANY (ARRAY(
+                   SELECT o.ctid FROM idem.webhook_order o
+                    WHERE o.expires_at <= at
+                    ORDER BY o.expires_at
                     LIMIT lim - total
                       FOR UPDATE SKIP LOCKED))
             RETURNING 1)

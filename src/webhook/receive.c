@@ -37,6 +37,7 @@
 #include "webhook/entry.h"
 
 PG_FUNCTION_INFO_V1(idem_webhook_receive);
+PG_FUNCTION_INFO_V1(idem_webhook_check);
 
 /* The verdict on the signature */
 typedef enum ReceiveVerdict
@@ -124,6 +125,26 @@ receive_verify(const WebhookSource *src, VerifyRequest *req)
 	return VERDICT_FORGED;
 }
 
+/* receive_verify, with what the schemes make wiped and freed, error or not */
+static ReceiveVerdict
+receive_verify_wiped(const WebhookSource *src, VerifyRequest *req)
+{
+	volatile ReceiveVerdict verdict = VERDICT_FORGED;
+
+	PG_TRY();
+	{
+		verdict = receive_verify(src, req);
+	}
+	PG_CATCH();
+	{
+		idem_verify_release_all();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	idem_verify_release_all();
+	return verdict;
+}
+
 /*
  * The event id of a verified request, as the source's scheme places it, as
  * a text; NULL if it is missing, empty, longer than an event id may be, or
@@ -158,27 +179,18 @@ receive_answer(FunctionCallInfo fcinfo, const char *status, text *event_id,
 	return idem_result_row(fcinfo, values, nulls);
 }
 
-/* A rejection: counted, nothing written */
-static Datum
-receive_reject(FunctionCallInfo fcinfo, const char *reason)
-{
-	idem_stats_count(IDEM_STAT_WEBHOOKS_REJECTED, 1);
-	return receive_answer(fcinfo, "rejected", NULL, reason);
-}
-
 /*
- * idem_webhook_receive(source, payload, headers, client_ip): status new,
- * duplicate or rejected; the event id; the reason of a rejection
+ * Check a delivery to a source, as idem_webhook_receive does before it
+ * records it: NULL and *event_id set if it is genuine, else the reason of
+ * its rejection (counted).  Fills *src.
  */
-Datum
-idem_webhook_receive(PG_FUNCTION_ARGS)
+static const char *
+receive_check(FunctionCallInfo fcinfo, text *source, WebhookSource *src,
+			  text **event_id)
 {
-	text	   *source = idem_arg_scope(fcinfo, 0, "source");
-	WebhookSource src;
 	VerifyRequest req;
-	volatile ReceiveVerdict verdict = VERDICT_FORGED;
-	text	   *event_id;
-	bool		first;
+	ReceiveVerdict verdict;
+	const char *reason = NULL;
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -192,33 +204,72 @@ idem_webhook_receive(PG_FUNCTION_ARGS)
 				 errhint("Pass the request's headers as a JSON object of name to string.")));
 	idem_check_writable("idem_webhook_receive()");
 
-	if (!idem_webhook_source_read(source, &src))
-		return receive_reject(fcinfo, "unknown_source");
-	if (src.nets != NULL && !receive_ip_allowed(&src, fcinfo))
-		return receive_reject(fcinfo, "ip");
-
-	req.payload = idem_slice_of_text(PG_GETARG_TEXT_PP(1));
-	req.headers = PG_GETARG_JSONB_P(2);
-	req.tolerance_usecs = src.tolerance_usecs;
-	/* what the schemes make is wiped and freed, error or not */
-	PG_TRY();
+	*event_id = NULL;
+	if (!idem_webhook_source_read(source, src))
+		reason = "unknown_source";
+	else if (src->nets != NULL && !receive_ip_allowed(src, fcinfo))
+		reason = "ip";
+	else
 	{
-		verdict = receive_verify(&src, &req);
+		req.payload = idem_slice_of_text(PG_GETARG_TEXT_PP(1));
+		req.headers = PG_GETARG_JSONB_P(2);
+		req.tolerance_usecs = src->tolerance_usecs;
+		verdict = receive_verify_wiped(src, &req);
+		if (verdict == VERDICT_FORGED)
+			reason = "signature";
+		else if (verdict == VERDICT_STALE)
+			reason = "timestamp";
+		else if ((*event_id = receive_event_id(src, &req)) == NULL)
+			reason = "malformed";
 	}
-	PG_FINALLY();
-	{
-		idem_verify_release_all();
-	}
-	PG_END_TRY();
-	if (verdict == VERDICT_FORGED)
-		return receive_reject(fcinfo, "signature");
-	if (verdict == VERDICT_STALE)
-		return receive_reject(fcinfo, "timestamp");
+	if (reason != NULL)
+		idem_stats_count(IDEM_STAT_WEBHOOKS_REJECTED, 1);
+	return reason;
+}
 
-	event_id = receive_event_id(&src, &req);
-	if (event_id == NULL)
-		return receive_reject(fcinfo, "malformed");
+/*
+ * idem_webhook_receive(source, payload, headers, client_ip): status new,
+ * duplicate or rejected; the event id; the reason of a rejection
+ */
+Datum
+idem_webhook_receive(PG_FUNCTION_ARGS)
+{
+	text	   *source = idem_arg_scope(fcinfo, 0, "source");
+	WebhookSource src;
+	text	   *event_id;
+	const char *reason = receive_check(fcinfo, source, &src, &event_id);
+	bool		first;
 
+	if (reason != NULL)
+		return receive_answer(fcinfo, "rejected", NULL, reason);
 	first = idem_webhook_record(source, event_id, &src.ttl);
 	return receive_answer(fcinfo, first ? "new" : "duplicate", event_id, NULL);
+}
+
+/*
+ * idem.webhook_check(source, payload, headers, client_ip): what
+ * idem_webhook_receive checks, without the record, for
+ * idem_webhook_receive_ordered: status verified or rejected, the event id,
+ * the reason, and the source's scheme and ttl
+ */
+Datum
+idem_webhook_check(PG_FUNCTION_ARGS)
+{
+	text	   *source = idem_arg_scope(fcinfo, 0, "source");
+	WebhookSource src;
+	text	   *event_id;
+	const char *reason = receive_check(fcinfo, source, &src, &event_id);
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+
+	values[0] = CStringGetTextDatum(reason != NULL ? "rejected" : "verified");
+	values[1] = PointerGetDatum(event_id);
+	nulls[1] = event_id == NULL;
+	values[2] = reason != NULL ? CStringGetTextDatum(reason) : (Datum) 0;
+	nulls[2] = reason == NULL;
+	values[3] = reason != NULL ? (Datum) 0 : CStringGetTextDatum(src.scheme->name);
+	nulls[3] = reason != NULL;
+	values[4] = reason != NULL ? (Datum) 0 : IntervalPGetDatum(&src.ttl);
+	nulls[4] = reason != NULL;
+	return idem_result_row(fcinfo, values, nulls);
 }

@@ -108,6 +108,8 @@ SELECT pg_temp.err($q$SELECT idem_wechatpay_decrypt(repeat('k', 32), '{}')$q$);
 SELECT pg_temp.err($q$SELECT idem_webhook_source_set('regress-priv', 'github', '{s}')$q$);
 SELECT pg_temp.err($q$SELECT idem_webhook_source_drop('regress-priv')$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem_webhook_receive('regress-priv', 'p', '{}')$q$);
+SELECT pg_temp.err($q$SELECT idem_webhook_order('regress-priv', 'pi_1', now())$q$);
+SELECT pg_temp.err($q$SELECT * FROM idem_webhook_receive_ordered('regress-priv', 'p', '{}')$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem_webhook_sources$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem.webhook_sources$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem.keys$q$);
@@ -134,6 +136,8 @@ GRANT EXECUTE ON FUNCTION
     idem_webhook(text, text, interval),
     idem_webhook_verify(text, text, text, jsonb, interval),
     idem_webhook_receive(text, text, jsonb, inet),
+    idem_webhook_order(text, text, timestamptz, text, interval),
+    idem_webhook_receive_ordered(text, text, jsonb, inet, text, timestamptz),
     idem_wechatpay_decrypt(text, jsonb),
     idem_http_claim(text, bytea, text, interval, interval, interval),
     idem_http_respond(text, integer, text, text, bigint),
@@ -182,6 +186,10 @@ SELECT idem_webhook_verify('standard', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
       "webhook-signature": "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="}',
     NULL) AS genuine;
 SELECT idem_wechatpay_decrypt(repeat('k', 32), '{}') AS not_a_resource;
+-- in order: the newest event of an object, written without a right on the table
+SELECT idem_webhook_order('regress-priv', 'pi_1', '2026-01-01 10:00Z', 'evt-2') AS newest,
+       idem_webhook_order('regress-priv', 'pi_1', '2026-01-01 09:00Z', 'evt-3') AS older;
+SELECT status, reason FROM idem_webhook_receive_ordered('regress-priv', 'p', '{}');
 -- keys
 SELECT idem_canonical('{"b": 1.50, "a": 2}') AS canonical,
        length(idem_key('a', 'b')) AS key_length,
@@ -190,6 +198,7 @@ SELECT idem_canonical('{"b": 1.50, "a": 2}') AS canonical,
 SELECT pg_temp.err($q$SELECT * FROM idem.keys$q$);
 SELECT pg_temp.err($q$UPDATE idem.keys SET state = 'completed'$q$);
 SELECT pg_temp.err($q$SELECT * FROM idem.webhooks$q$);
+SELECT pg_temp.err($q$SELECT * FROM idem.webhook_order$q$);
 SELECT pg_temp.err($q$SELECT nextval('idem.token_seq')$q$);
 SELECT pg_temp.err($q$SELECT idem_stats_reset()$q$);
 SELECT pg_temp.err($q$SELECT idem_purge()$q$);
@@ -359,6 +368,7 @@ ORDER BY cfg::regclass::text;
 DELETE FROM idem.keys
 WHERE scope IN ('regress-priv', 'regress-priv-m8', 'regress_idem_m7', 'regress_idem_m8');
 DELETE FROM idem.webhooks WHERE source = 'regress-priv';
+DELETE FROM idem.webhook_order WHERE source = 'regress-priv';
 DELETE FROM idem.webhook_sources WHERE source LIKE 'regress-priv%';
 DROP FUNCTION regress_idem_tenant.claim(text, bytea, interval, interval),
               regress_idem_tenant.complete(text, jsonb, bigint);

@@ -622,9 +622,19 @@ is( sql('up', $member_oids_q . q{ AND NOT (classid = 'pg_proc'::regclass
                       'idem.import_json(jsonb, text, boolean, bigint)'::regprocedure,
                       'idem.import_key(jsonb, bigint, bigint)'::regprocedure,
                       'idem.check_replay(jsonb, text)'::regprocedure,
-                      'idem_http_respond_retryable(text, integer, text, text, bigint)'::regprocedure))}),
+                      'idem_http_respond_retryable(text, integer, text, text, bigint)'::regprocedure,
+                      'idem.webhook_check(text, text, jsonb, inet)'::regprocedure,
+                      'idem.webhook_record(text, text, interval)'::regprocedure,
+                      'idem.webhook_ttl_default()'::regprocedure,
+                      'idem.webhook_json(text)'::regprocedure,
+                      'idem.webhook_object(text, jsonb)'::regprocedure,
+                      'idem.webhook_order_apply(text, text, timestamptz, text, interval)'::regprocedure,
+                      'idem.webhook_order_check(text, text, timestamptz, text)'::regprocedure,
+                      'idem_webhook_order(text, text, timestamptz, text, interval)'::regprocedure,
+                      'idem_webhook_receive_ordered(text, text, jsonb, inet, text, timestamptz)'::regprocedure))
+        AND NOT (classid = 'pg_class'::regclass AND objid = 'idem.webhook_order'::regclass)}),
 	$member_oids_16,
-	'the update to 1.7 adds the helpers of the imports and idem_http_respond_retryable, and drops or re-creates no member: each keeps its oid');
+	'the update to 1.7 adds the helpers of the imports, idem_http_respond_retryable and the webhook order, and drops or re-creates no member: each keeps its oid');
 is( sql('up', q{SELECT has_function_privilege('public',
                     'idem_http_respond_retryable(text, integer, text, text, bigint)', 'EXECUTE')}),
 	'f', 'PUBLIC may not execute idem_http_respond_retryable');
