@@ -517,12 +517,12 @@ END
 $$;
 REVOKE ALL ON FUNCTION idem.webhook_json(text) FROM PUBLIC;
 
--- The gateway object a delivery of scheme is about, and the time of its
+-- The gateway object a delivery of scheme_name is about, and the time of its
 -- event, as the gateway writes them in the body (NULL where the scheme
 -- carries none, or the body lacks it; never an error).  A time written as
 -- text must carry its offset.
-CREATE FUNCTION idem.webhook_object(scheme text, body jsonb,
-                                               OUT object_id text, OUT event_time timestamptz)
+CREATE FUNCTION idem.webhook_object(scheme_name text, body jsonb,
+                                    OUT object_id text, OUT event_time timestamptz)
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
@@ -531,7 +531,7 @@ DECLARE
     t jsonb;
     n numeric;
 BEGIN
-    CASE scheme
+    CASE scheme_name
     WHEN 'stripe' THEN
         id := body #> '{data,object,id}';
         t := body -> 'created';

@@ -95,6 +95,7 @@ LANGUAGE sql AS $$
         WHEN argtype = 'text[]'::regtype THEN 'ARRAY[''a'', ''b'']'
         WHEN argtype = 'cidr[]'::regtype THEN 'ARRAY[''192.0.2.0/24'']::cidr[]'
         WHEN argtype = 'inet'::regtype THEN '''192.0.2.1''::inet'
+        WHEN argtype = 'timestamptz'::regtype THEN '''2026-01-01 10:00:00+00''::timestamptz'
     END
 $$;
 
@@ -113,7 +114,8 @@ DECLARE
     n integer := first_id;
     must_not_be_null text[] := ARRAY['key', 'scope', 'source', 'event_id', 'phase',
         'retryable', 'http_status', 'scheme', 'secret', 'merchant_id', 'merchant_order_id',
-        'amount', 'currency', 'request_date', 'parts', 'api_v3_key', 'secrets'];
+        'amount', 'currency', 'request_date', 'parts', 'api_v3_key', 'secrets',
+        'object_id', 'event_time'];
 BEGIN
     FOR f IN
         SELECT p.oid, p.oid::regproc::text AS name, p.proargnames AS argnames,
@@ -140,6 +142,9 @@ BEGIN
                 CASE WHEN i = 1 AND f.name = 'idem_http_claim'
                      -- no Idempotency-Key header: an answer (400), not an error
                      THEN 'ok:(bad_key,400,' || quote_ident('{"type":"about:blank","title":"Idempotency-Key is missing or invalid","status":400,"detail":"This operation is idempotent: send an Idempotency-Key header of 1 to 255 bytes."}') || ',application/problem+json,,,,,)'
+                     -- an event without an id: ordered by its time alone
+                     WHEN i > 0 AND f.name = 'idem_webhook_order' AND f.argnames[i] = 'event_id'
+                     THEN 'any'
                      WHEN i > 0 AND f.argnames[i] = ANY (must_not_be_null)
                      THEN 'err:22004' ELSE 'any' END);
             n := n + 1;
