@@ -549,6 +549,9 @@ BEGIN
         body := coalesce(body -> 'NotificationRequestItem', body);
         id := coalesce(nullif(body -> 'originalReference', '""'), body -> 'pspReference');
         t := body -> 'eventDate';
+    WHEN 'airwallex' THEN
+        id := body #> '{data,object,id}';
+        t := body -> 'created_at';
     WHEN 'razorpay' THEN
         id := body -> 'payload' -> (body #>> '{contains,0}') -> 'entity' -> 'id';
         t := body -> 'created_at';

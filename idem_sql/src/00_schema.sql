@@ -92,6 +92,11 @@ BEGIN
         CREATE OR REPLACE FUNCTION idem.hmac_sha256(data bytea, key bytea) RETURNS bytea
         LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
         AS 'SELECT %I.hmac(data, key, ''sha256'')'$f$, s);
+    EXECUTE pg_catalog.format($f$
+        CREATE OR REPLACE FUNCTION idem.hmac_sha512(data bytea, key bytea) RETURNS bytea
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+        AS 'SELECT %I.hmac(data, key, ''sha512'')'$f$, s);
 END
 $do$;
 REVOKE ALL ON FUNCTION idem.hmac_sha256(bytea, bytea) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem.hmac_sha512(bytea, bytea) FROM PUBLIC;

@@ -32,7 +32,7 @@ $$;
 REVOKE ALL ON FUNCTION idem.wh_header(jsonb, text) FROM PUBLIC;
 
 -- The bytes s spells in a form, or NULL if it is not exactly that:
--- 'hex-mac' is 64 hex digits (either case); 'base64' canonical padded
+-- 'hex-mac' is 64 hex digits (either case), 'hex-mac512' 128; 'base64' canonical padded
 -- standard base64 (not empty, a length a multiple of 4, "=" only as the
 -- padding, no stray low bits before it); 'base64-mac' that of 32 bytes.
 CREATE OR REPLACE FUNCTION idem.wh_decode(s text, form text)
@@ -41,6 +41,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT CASE
         WHEN form = 'hex-mac' AND length(s) = 64 AND s !~ '[^0-9a-fA-F]' THEN decode(s, 'hex')
+        WHEN form = 'hex-mac512' AND length(s) = 128 AND s !~ '[^0-9a-fA-F]' THEN decode(s, 'hex')
         WHEN form = 'base64-mac' AND length(s) = 44 AND s ~ '^[A-Za-z0-9+/]*[AEIMQUYcgkosw048]=$'
             THEN decode(s, 'base64')
         WHEN form = 'base64' AND length(s) % 4 = 0

@@ -201,11 +201,11 @@ BEGIN
             MESSAGE = 'webhook signature scheme must not be null';
     END IF;
     IF scheme <> ALL (ARRAY['stripe', 'standard', 'svix', 'github', 'shopify', 'razorpay',
-                            'checkout', 'paddle', 'adyen', 'adyen_platform', 'square', 'alipay',
-                            'unionpay', 'wechatpay']) THEN
+                            'checkout', 'paddle', 'adyen', 'adyen_platform', 'square', 'paystack',
+                            'airwallex', 'alipay', 'unionpay', 'wechatpay']) THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('unknown webhook signature scheme "%s"', scheme),
-            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "square", "alipay", "unionpay", "wechatpay".';
+            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "square", "paystack", "airwallex", "alipay", "unionpay", "wechatpay".';
     END IF;
     RETURN scheme;
 END
@@ -217,7 +217,7 @@ CREATE OR REPLACE FUNCTION idem.wh_c_only(what text, why text)
 RETURNS text[]
 LANGUAGE sql IMMUTABLE
 RETURN ARRAY['0A000', what || ' needs idem''s C edition', why,
-             'idem_sql verifies the HMAC-SHA256 schemes only; install the extension idem where the server can load its library.'];
+             'idem_sql verifies the HMAC schemes only; install the extension idem where the server can load its library.'];
 REVOKE ALL ON FUNCTION idem.wh_c_only(text, text) FROM PUBLIC;
 
 -- The HMAC key of a secret (not NULL, checked) of a known scheme, as its
@@ -289,7 +289,8 @@ BEGIN
     WHEN 'wechatpay' THEN
         ok := idem.wh_raise_if(idem.wh_c_only('scheme "wechatpay"', 'WeChat Pay signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.'));
     ELSE
-        -- stripe, paddle, github, shopify, razorpay, checkout: the text as given
+        -- stripe, paddle, github, shopify, razorpay, checkout, paystack,
+        -- airwallex: the text as given
         RETURN idem.wh_bytes(secret);
     END CASE;
     RETURN NULL;
@@ -381,22 +382,38 @@ BEGIN
         END IF;
         RETURN idem.wh_mac_match(
             idem.hmac_sha256(idem.wh_bytes(id || '.' || ts || '.') || idem.wh_bytes(payload), key), given);
-    WHEN 'github', 'shopify', 'razorpay', 'checkout', 'adyen_platform', 'square' THEN
+    WHEN 'github', 'shopify', 'razorpay', 'checkout', 'adyen_platform', 'square', 'paystack', 'airwallex' THEN
         -- one header: a fixed prefix, then the MAC of the body (Square's:
-        -- of the notification URL, then the body)
+        -- of the notification URL, then the body; Airwallex's: of
+        -- x-timestamp, unix milliseconds, then the body; Paystack's an
+        -- HMAC-SHA512)
         hdr := CASE scheme WHEN 'github' THEN 'x-hub-signature-256' WHEN 'shopify' THEN 'x-shopify-hmac-sha256'
                            WHEN 'razorpay' THEN 'x-razorpay-signature' WHEN 'checkout' THEN 'cko-signature'
-                           WHEN 'square' THEN 'x-square-hmacsha256-signature' ELSE 'hmacsignature' END;
+                           WHEN 'square' THEN 'x-square-hmacsha256-signature' WHEN 'paystack' THEN 'x-paystack-signature'
+                           WHEN 'airwallex' THEN 'x-signature' ELSE 'hmacsignature' END;
         prefix := CASE scheme WHEN 'github' THEN 'sha256=' ELSE '' END;
+        IF scheme = 'airwallex' THEN
+            ts := idem.wh_header(headers, 'x-timestamp');
+            secs := idem.wh_unix_secs(left(ts, -3));
+            IF length(ts) <= 3 OR right(ts, 3) !~ '^[0-9]{3}$' OR secs IS NULL OR NOT idem.wh_fresh(secs, tol) THEN
+                RETURN false;
+            END IF;
+        END IF;
         h := idem.wh_header(headers, hdr);
         IF h IS NULL OR NOT starts_with(h, prefix) THEN
             RETURN false;
         END IF;
         h := substr(h, length(prefix) + 1);
         given := ARRAY[CASE WHEN scheme IN ('shopify', 'adyen_platform', 'square') THEN idem.wh_decode(h, 'base64-mac')
+                            WHEN scheme = 'paystack' THEN idem.wh_decode(h, 'hex-mac512')
                             ELSE idem.wh_decode(h, 'hex-mac') END];
         IF given[1] IS NULL THEN
             RETURN false;
+        END IF;
+        IF scheme = 'paystack' THEN
+            RETURN idem.wh_mac_match(idem.hmac_sha512(idem.wh_bytes(payload), key), given);
+        ELSIF scheme = 'airwallex' THEN
+            RETURN idem.wh_mac_match(idem.hmac_sha256(idem.wh_bytes(ts) || idem.wh_bytes(payload), key), given);
         END IF;
         IF scheme = 'square' THEN
             -- key holds the secret: "<url> <signature key>"
@@ -550,6 +567,11 @@ BEGIN
         id := encode(sha256(idem.wh_bytes(payload)), 'hex');
     WHEN 'square' THEN
         id := idem.wh_json_member(payload, 'event_id');
+    WHEN 'paystack' THEN
+        -- no event id either: a retry resends the same body
+        id := encode(sha256(idem.wh_bytes(payload)), 'hex');
+    WHEN 'airwallex' THEN
+        id := idem.wh_json_member(payload, 'id');
     ELSE
         id := NULL;
     END CASE;

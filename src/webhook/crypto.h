@@ -41,9 +41,11 @@ extern int	idem_verify_tracked_mark(void);
 extern VerifyHeld *idem_verify_hold(int mark);
 extern void idem_verify_held_release(VerifyHeld *held);
 
-/* HMAC-SHA256 (crypto_mac.c) */
+/* HMAC-SHA256 and HMAC-SHA512 (crypto_mac.c) */
 typedef struct VerifyMacKey VerifyMacKey;
 extern VerifyMacKey *idem_verify_mac_key(const uint8 *key, size_t len);
+extern VerifyMacKey *idem_verify_mac512_key(const uint8 *key, size_t len);
+extern size_t idem_verify_mac_len(const VerifyMacKey *key);
 extern void idem_verify_mac(const VerifyMacKey *key, const Slice *parts,
 							int nparts, uint8 *mac);
 extern bool idem_mac_equal(const uint8 *a, const uint8 *b, size_t len);

@@ -76,6 +76,8 @@ extern void *idem_razorpay_prepare(Slice secret);
 extern void *idem_checkout_prepare(Slice secret);
 extern void *idem_adyen_platform_prepare(Slice secret);
 extern void *idem_square_prepare(Slice secret);
+extern void *idem_paystack_prepare(Slice secret);
+extern void *idem_airwallex_prepare(Slice secret);
 extern bool idem_body_mac_verify(void *key, const VerifyRequest *req);
 
 /* Paddle Billing (scheme_paddle.c) */

@@ -1,9 +1,10 @@
 /*
  * scheme_body_mac.c
  *		Schemes: GitHub, Shopify, Razorpay, Checkout.com, Adyen's platform
- *		webhooks and Square, which put the HMAC-SHA256 of the body (Square:
- *		of its notification URL and the body), under a shared secret, in
- *		one header.
+ *		webhooks, Square, Paystack and Airwallex, which put the HMAC of the
+ *		body (Square: of its notification URL and the body; Airwallex: of a
+ *		timestamp header and the body), under a shared secret, in one
+ *		header.  Paystack's is an HMAC-SHA512, the others' HMAC-SHA256.
  *
  * May call: the wire format (wire.h), the crypto (crypto.h) and the Adyen
  * scheme's key (scheme_adyen.c).  The MAC is compared in constant time
@@ -21,12 +22,16 @@ typedef enum MacEncoding
 	MAC_BASE64					/* canonical padded standard base64 */
 } MacEncoding;
 
-/* One header holding the MAC of the body, after a fixed prefix */
+/*
+ * One header holding the MAC of the body, after a fixed prefix; and the
+ * header, if any, whose value (unix milliseconds) is signed before the body
+ */
 typedef struct BodyMacFormat
 {
 	const char *header;
 	const char *prefix;
 	MacEncoding encoding;
+	const char *millis_header;
 } BodyMacFormat;
 
 /*
@@ -65,6 +70,15 @@ static const BodyMacFormat adyen_platform_format = {"hmacsignature", "", MAC_BAS
  * x-square-signature is not read)
  */
 static const BodyMacFormat square_format = {"x-square-hmacsha256-signature", "", MAC_BASE64};
+
+/* Paystack: x-paystack-signature: <hex HMAC-SHA512> */
+static const BodyMacFormat paystack_format = {"x-paystack-signature", "", MAC_HEX};
+
+/*
+ * Airwallex: x-signature: <hex>, over x-timestamp (unix milliseconds)
+ * followed by the body
+ */
+static const BodyMacFormat airwallex_format = {"x-signature", "", MAC_HEX, "x-timestamp"};
 
 /* A body-MAC key of mac, format and the text signed before the body */
 static BodyMacKey *
@@ -118,6 +132,23 @@ void *
 idem_checkout_prepare(Slice secret)
 {
 	return body_mac_key(secret, &checkout_format);
+}
+
+/* Airwallex's webhook secret */
+void *
+idem_airwallex_prepare(Slice secret)
+{
+	return body_mac_key(secret, &airwallex_format);
+}
+
+/* Paystack's secret key (sk_live_... or sk_test_...), which keys an HMAC-SHA512 */
+void *
+idem_paystack_prepare(Slice secret)
+{
+	Slice		nothing = {"", 0};
+
+	return body_mac_key_of(idem_verify_mac512_key((const uint8 *) secret.data, secret.len),
+						   &paystack_format, nothing);
 }
 
 /*
@@ -174,23 +205,53 @@ idem_square_prepare(Slice secret)
 }
 
 /*
+ * The timestamp a body-MAC scheme signs before the body (Airwallex's), if
+ * its format has one: its header's value, unix milliseconds in plain
+ * digits, within the tolerance.  False if missing, malformed or stale.
+ */
+static bool
+body_mac_timestamp(const BodyMacFormat *format, const VerifyRequest *req, Slice *value)
+{
+	Slice		secs;
+	int64		unix_secs;
+
+	value->data = "";
+	value->len = 0;
+	if (format->millis_header == NULL)
+		return true;
+	if (!idem_find_header(req->headers, format->millis_header, value) || value->len <= 3)
+		return false;
+	for (size_t i = value->len - 3; i < value->len; i++)
+		if (value->data[i] < '0' || value->data[i] > '9')
+			return false;
+	secs.data = value->data;
+	secs.len = value->len - 3;
+	return idem_parse_unix_seconds(secs, &unix_secs) &&
+		idem_timestamp_acceptable(unix_secs, req->tolerance_usecs);
+}
+
+/*
  * A body-MAC scheme: the header, taken as it is, must be the prefix exactly
  * (case and all, nothing around it) followed by the MAC of the raw body,
- * after the key's signed prefix (Square's URL; empty for the others), in
- * the scheme's encoding.  One header, one MAC: these senders have no list.
+ * after the key's signed prefix (Square's URL; empty for the others) or
+ * the signed timestamp (Airwallex's), in the scheme's encoding.  One
+ * header, one MAC: these senders have no list.
  */
 bool
 idem_body_mac_verify(void *k, const VerifyRequest *req)
 {
 	BodyMacKey *key = k;
 	size_t		prefix_len = strlen(key->format->prefix);
+	size_t		mac_len = idem_verify_mac_len(key->mac);
 	Slice		value;
-	Slice		parts[2];
-	uint8		expected[VERIFY_MAC_LEN];
-	uint8		given[VERIFY_MAC_LEN];
+	Slice		parts[3];
+	uint8		expected[VERIFY_MAC512_LEN];
+	uint8		given[VERIFY_MAC512_LEN];
 	bool		decoded;
 	bool		matched;
 
+	if (!body_mac_timestamp(key->format, req, &parts[1]))
+		return false;
 	if (!idem_find_header(req->headers, key->format->header, &value))
 		return false;
 	if (value.len < prefix_len ||
@@ -199,16 +260,16 @@ idem_body_mac_verify(void *k, const VerifyRequest *req)
 	value.data += prefix_len;
 	value.len -= prefix_len;
 	if (key->format->encoding == MAC_HEX)
-		decoded = idem_decode_hex(value, given, VERIFY_MAC_LEN);
+		decoded = idem_decode_hex(value, given, mac_len);
 	else
-		decoded = idem_decode_b64_mac(value, given);
+		decoded = mac_len == VERIFY_MAC_LEN && idem_decode_b64_mac(value, given);
 	if (!decoded)
 		return false;
 
 	parts[0] = key->signed_prefix;
-	parts[1] = req->payload;
-	idem_verify_mac(key->mac, parts, 2, expected);
-	matched = idem_mac_equal(expected, given, VERIFY_MAC_LEN);
+	parts[2] = req->payload;
+	idem_verify_mac(key->mac, parts, 3, expected);
+	matched = idem_mac_equal(expected, given, mac_len);
 	explicit_bzero(expected, sizeof(expected));
 	return matched;
 }

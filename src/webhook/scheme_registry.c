@@ -50,6 +50,11 @@ static const VerifyScheme schemes[] = {
 	event_id_body_digest},
 	{"square", idem_square_prepare, idem_body_mac_verify, false,
 	event_id_member, "event_id"},
+	/* Paystack's events carry no id either; a retry resends the same body */
+	{"paystack", idem_paystack_prepare, idem_body_mac_verify, false,
+	event_id_body_digest},
+	{"airwallex", idem_airwallex_prepare, idem_body_mac_verify, true,
+	event_id_member, "id"},
 	{"alipay", idem_alipay_prepare, idem_alipay_verify, false,
 	event_id_form, "notify_id", "charset"},
 	{"unionpay", idem_unionpay_prepare, idem_unionpay_verify, false,

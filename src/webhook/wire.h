@@ -20,8 +20,9 @@
 #include "common/jsonapi.h"
 #include "utils/jsonb.h"
 
-/* Length of a SHA-256 digest, and so of an HMAC-SHA256 */
+/* Length of a SHA-256 digest, and so of an HMAC-SHA256; of an HMAC-SHA512 */
 #define VERIFY_MAC_LEN		32
+#define VERIFY_MAC512_LEN	64
 
 /* A run of bytes of the request or of the secret; not NUL-terminated */
 typedef struct Slice

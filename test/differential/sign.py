@@ -29,6 +29,10 @@ and the signed strings are built from the gateways' own descriptions:
   square     x-square-hmacsha256-signature: <base64 HMAC-SHA256 of the
              notification URL followed by the body>; the secret is the URL,
              a space and the signature key.
+  paystack   x-paystack-signature: <hex HMAC-SHA512 of the body>; the event
+             id is the body's SHA-256.
+  airwallex  x-signature: <hex HMAC-SHA256 of x-timestamp (unix
+             milliseconds) followed by the body>.
   alipay     an asynchronous notification form: sign is the base64 RSA
              PKCS#1 v1.5 (SHA-256 for sign_type RSA2, SHA-1 for RSA) of every
              parameter but sign, sign_type and the empty ones, decoded, sorted
@@ -114,6 +118,13 @@ def hmac_sha256(key, data):
     return h.finalize()
 
 
+def hmac_sha512(key, data):
+    """HMAC-SHA512 of data keyed with key (bytes)"""
+    h = hmac.HMAC(key, hashes.SHA512())
+    h.update(data)
+    return h.finalize()
+
+
 def sha256_hex(data):
     """Lowercase hex SHA-256 of data"""
     h = hashes.Hash(hashes.SHA256())
@@ -139,9 +150,9 @@ def b64_strict(text):
     return raw if b64(raw) == text else None
 
 
-def hex_mac(text):
-    """The 32 bytes of 64 hex digits in either case, or None"""
-    if len(text) != 64 or any(c not in string.hexdigits for c in text):
+def hex_mac(text, size=32):
+    """The size bytes of 2 * size hex digits in either case, or None"""
+    if len(text) != 2 * size or any(c not in string.hexdigits for c in text):
         return None
     return bytes.fromhex(text)
 
@@ -760,16 +771,22 @@ class Standard:
 
 
 class BodyMac:
-    """GitHub, Shopify, Razorpay, Checkout.com, Adyen's platform webhooks:
-    the MAC of the body in one header, after a prefix, in hex or base64;
-    hex_key: the secret is the hex of the key (Adyen's), else its text;
-    signed_url: the MAC covers a notification URL before the body, which
-    the secret holds before a space and the key (Square's);
-    the event id in a header, a member, or (neither) the body's SHA-256"""
+    """GitHub, Shopify, Razorpay, Checkout.com, Adyen's platform webhooks,
+    Square, Paystack, Airwallex: the MAC of the body in one header, after a
+    prefix, in hex or base64; hex_key: the secret is the hex of the key
+    (Adyen's), else its text; signed_url: the MAC covers a notification URL
+    before the body, which the secret holds before a space and the key
+    (Square's); millis_header: the MAC covers that header's value, unix
+    milliseconds, before the body (Airwallex's); sha512: an HMAC-SHA512
+    (Paystack's); the event id in a header, a member, or (neither) the
+    body's SHA-256"""
 
     def __init__(self, rng, scheme, sig_header, prefix, encoding, id_header=None, id_member=None,
-                 extra=(), hex_key=False, signed_url=False):
+                 extra=(), hex_key=False, signed_url=False, millis_header=None, sha512=False):
         self.scheme = scheme
+        self.millis_header = millis_header
+        self.mac = hmac_sha512 if sha512 else hmac_sha256
+        self.mac_size = 64 if sha512 else 32
         self.sig_header = sig_header
         self.prefix = prefix
         self.encoding = encoding
@@ -796,7 +813,8 @@ class BodyMac:
         self.ids = set()
 
     def make(self, rng, source, now):
-        st = header_style(rng, [self.sig_header] + ([self.id_header] if self.id_header else []))
+        st = header_style(rng, [self.sig_header] + ([self.id_header] if self.id_header else [])
+                          + ([self.millis_header] if self.millis_header else []))
         headers = noise_headers(rng, st)
         eid = None
         if self.id_member:
@@ -823,22 +841,36 @@ class BodyMac:
                         break
         for name, value in self.extra:
             headers.append([name, value])
-        mac = hmac_sha256(self.key, self.url + payload)
+        signed = self.url
+        if self.millis_header:
+            ts = str((now - rng.randint(0, MAX_AGE)) * 1000 + rng.randint(0, 999))
+            headers.append([st[self.millis_header], ts])
+            signed = ts.encode()
+        mac = self.mac(self.key, signed + payload)
         value = self.prefix + (mac.hex() if self.encoding == 'hex' else b64(mac))
         headers.append([st[self.sig_header], value])
         d = Delivery(payload, headers, eid)
         d.target('body', 'body', 0, len(payload))
         d.target('signature', 'value', len(headers) - 1, 0, len(value))
         d.target('header', 'name', len(headers) - 1)
+        if self.millis_header:
+            d.target('timestamp', 'value', len(headers) - 2, 0, len(ts))
+            d.target('header', 'name', len(headers) - 2)
         return d
 
     def verify(self, source, payload, headers):
         value = header(headers, self.sig_header)
         if value is None or not value.startswith(self.prefix):
             return False
+        signed = self.url
+        if self.millis_header:
+            ts = header(headers, self.millis_header)
+            if ts is None or len(ts) <= 3 or not is_digits(ts):
+                return False
+            signed = ts.encode()
         value = value[len(self.prefix):]
-        given = hex_mac(value) if self.encoding == 'hex' else b64_strict(value)
-        return given == hmac_sha256(self.key, self.url + payload)
+        given = hex_mac(value, self.mac_size) if self.encoding == 'hex' else b64_strict(value)
+        return given == self.mac(self.key, signed + payload)
 
 
 class Paddle:
@@ -1296,6 +1328,8 @@ def main():
         BodyMac(rng, 'adyen_platform', 'HmacSignature', '', 'base64', hex_key=True),
         BodyMac(rng, 'square', 'x-square-hmacsha256-signature', '', 'base64', id_member='event_id',
                 signed_url=True),
+        BodyMac(rng, 'paystack', 'x-paystack-signature', '', 'hex', sha512=True),
+        BodyMac(rng, 'airwallex', 'x-signature', '', 'hex', id_member='id', millis_header='x-timestamp'),
         Alipay(rng),
         Unionpay(rng),
         Wechatpay(rng),

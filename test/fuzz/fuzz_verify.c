@@ -43,6 +43,8 @@ static const struct
 	{"wechatpay", "wechatpay"},
 	{"adyen_platform", "adyen_platform"},
 	{"square", "square"},
+	{"paystack", "paystack"},
+	{"airwallex", "airwallex"},
 };
 
 /* idem_webhook_verify(scheme, secret, payload, headers, tolerance) */

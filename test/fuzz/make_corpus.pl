@@ -92,6 +92,8 @@ my %keys = (
 	adyen => v('adyen_key'),
 	adyen_platform => v('adyen_key'),
 	square => v('sq_url') . ' ' . v('sq_key'),
+	paystack => v('psk_secret'),
+	airwallex => v('awx_secret'),
 	alipay => v('alipay_key'),
 	unionpay => v('unionpay_root') . v('unionpay_middle'),
 	wechatpay => v('go_cert') . v('cert_a') . v('cert_b') . $pub_secret,
@@ -162,6 +164,8 @@ my @deliveries = (
 	[ 12, 'wechatpay-probe', wx(v('serial_a_go'), 'WECHATPAY/SIGNTEST/' . v('sig_a'), v('timestamp'), v('nonce')), v('body') ],
 	[ 13, 'adyen-platform', json_line({ 'HmacSignature' => v('adyp_sig') }), v('adyp_payload') ],
 	[ 14, 'square', json_line({ 'x-square-hmacsha256-signature' => v('sq_sig') }), v('sq_body') ],
+	[ 15, 'paystack', json_line({ 'x-paystack-signature' => v('psk_sig') }), v('psk_payload') ],
+	[ 16, 'airwallex', json_line({ 'x-timestamp' => v('awx_ts'), 'x-signature' => v('awx_sig') }), v('awx_payload') ],
 );
 for my $name (sort grep { /^alipay_form/ } keys %v)
 {

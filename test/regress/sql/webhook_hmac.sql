@@ -2,9 +2,9 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS idem CASCADE;
 CREATE EXTENSION idem;
 RESET client_min_messages;
--- idem_webhook_verify: the HMAC-SHA256 schemes with a shared secret
--- (github, shopify, razorpay, checkout, paddle, adyen, adyen_platform,
--- square).  The fixed vectors below
+-- idem_webhook_verify: the HMAC schemes with a shared secret (github,
+-- shopify, razorpay, checkout, paddle, adyen, adyen_platform, square,
+-- paystack, airwallex).  The fixed vectors below
 -- were computed with openssl/base64 on the command line
 -- (test/vectors/make_hmac_vectors.sh); the ones that need the current time
 -- are signed here with pgcrypto's hmac().  Both are independent of idem.
@@ -62,6 +62,20 @@ RESET client_min_messages;
 \set adyp_sig 'vUSIsZU+/wl97j7Rr74Yqz7q4lzgWStMAtRPxUa3Pew='
 \set adyp_sig_b 'tPQvq0uNUPUtKjsyT1MFInECUlI1aIKD/HEDYRagZ2o='
 \set adyp_sig_textkey 'wjGzPUpl0OigMnV7YdVuAubodvY3o9gjcJOH7wNcpE4='
+\set psk_secret 'sk_test_4e9f8c1a2b3d5e6f7a8b9c0d1e2f3a4b5c6d7e8f'
+\set psk_secret_b 'sk_live_0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c'
+\set psk_payload '{"event":"charge.success","data":{"id":302961,"domain":"live","status":"success","reference":"qTPrJoy9Bx","amount":10000,"currency":"NGN","paid_at":"2026-11-29T10:00:00.000Z"}}'
+\set psk_sig '23e2c63b7ab8a4b0a7ca6f9ca748d18822b605089fdd61be01f41dcc43c721ee148f8e737025911ae04c0ab7d6201c0037bf7cd91481aacab8dd9d712653164b'
+\set psk_sig_b 'f249c1e08dd891bc09e5324c3839de591a72d6cb79bced9ef06bbf400b83551150ae3d9219a71be7d50db8f6a647bfb31986961d65ce7742b278095b12647401'
+\set psk_sig_sha256 'd2d2b73566c349d667d0918533df09511c6341ae8b4014af6dfc71d88a1052d5'
+\set awx_secret 'whsec_awx_5f3c9e1d7b2a4c6e8f0a1b3d5c7e9f2a'
+\set awx_secret_b 'whsec_awx_0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d'
+\set awx_ts '1764410400123'
+\set awx_payload '{"id":"evt_hkdf7zbpkg3uhqgrxqu","name":"payment_intent.succeeded","account_id":"acct_8yTcQmZ9Ta6Lk1Zr6Wb2cQ","data":{"object":{"id":"int_hkdmr2jxpgbm1kdq2te","amount":100.5,"currency":"AUD","status":"SUCCEEDED"}},"created_at":"2026-11-29T10:00:00+0000"}'
+\set awx_sig 'd3c5782a6dbc40065ce8065bcfe9a6db2e6b168c737fbbd8b96bdf3493470135'
+\set awx_sig_b 'f39a16267f198c9ccb3deadcf683a280046cdd7e65b2530dcabdbb93d5ba7b78'
+\set awx_sig_body '200e43fbe5f91139501281c8397d95b52c6a1c8fc9f197b3143909fbf950c0cf'
+\set awx_sig_secs '1369d24b2c789fb16c76cac6d352b15e6f61d8315ef30fba689920e407482845'
 -- end of generated vectors
 
 -- An error's SQLSTATE and message, or 'no error'
@@ -672,6 +686,65 @@ SELECT idem_webhook_verify('adyen', left(:'adyen_key', -1), item::text, '{}') FR
 -- a valid key with a NULL or garbage request: false
 SELECT idem_webhook_verify('adyen', :'adyen_key', NULL, NULL) AS null_request,
        idem_webhook_verify('adyen', :'adyen_key', 'garbage', '"garbage"') AS garbage_request;
+
+--
+-- Paystack: x-paystack-signature holds the hex HMAC-SHA512 of the body,
+-- keyed with the secret key's text
+--
+SELECT label, idem_webhook_verify('paystack', secret, payload, headers) AS verified
+FROM (VALUES
+  ('signed',           :'psk_secret', :'psk_payload', jsonb_build_object('x-paystack-signature', :'psk_sig')),
+  ('header name case', :'psk_secret', :'psk_payload', jsonb_build_object('X-Paystack-Signature', :'psk_sig')),
+  ('upper-case hex',   :'psk_secret', :'psk_payload', jsonb_build_object('x-paystack-signature', upper(:'psk_sig'))),
+  ('second secret',    :'psk_secret_b', :'psk_payload', jsonb_build_object('x-paystack-signature', :'psk_sig_b')),
+  ('other secret',     :'psk_secret_b', :'psk_payload', jsonb_build_object('x-paystack-signature', :'psk_sig')),
+  ('body changed',     :'psk_secret', replace(:'psk_payload', '10000', '10001'),
+                       jsonb_build_object('x-paystack-signature', :'psk_sig')),
+  ('HMAC-SHA256',      :'psk_secret', :'psk_payload', jsonb_build_object('x-paystack-signature', :'psk_sig_sha256')),
+  ('one digit short',  :'psk_secret', :'psk_payload', jsonb_build_object('x-paystack-signature', left(:'psk_sig', 127))),
+  ('prefixed',         :'psk_secret', :'psk_payload', jsonb_build_object('x-paystack-signature', 'sha512=' || :'psk_sig')),
+  ('no header',        :'psk_secret', :'psk_payload', '{}'::jsonb)
+) AS v(label, secret, payload, headers);
+
+--
+-- Airwallex: x-signature holds the hex HMAC-SHA256 of x-timestamp (unix
+-- milliseconds) followed by the body; the fixed vector is old, so these
+-- take no time check (NULL tolerance) but the last two
+--
+SELECT label, idem_webhook_verify('airwallex', secret, :'awx_payload', headers, NULL) AS verified
+FROM (VALUES
+  ('signed',              :'awx_secret', jsonb_build_object('x-timestamp', :'awx_ts', 'x-signature', :'awx_sig')),
+  ('header names case',   :'awx_secret', jsonb_build_object('X-Timestamp', :'awx_ts', 'X-Signature', :'awx_sig')),
+  ('second secret',       :'awx_secret_b', jsonb_build_object('x-timestamp', :'awx_ts', 'x-signature', :'awx_sig_b')),
+  ('other secret',        :'awx_secret_b', jsonb_build_object('x-timestamp', :'awx_ts', 'x-signature', :'awx_sig')),
+  ('timestamp changed',   :'awx_secret', jsonb_build_object('x-timestamp', '1764410400124', 'x-signature', :'awx_sig')),
+  ('the body alone',      :'awx_secret', jsonb_build_object('x-timestamp', :'awx_ts', 'x-signature', :'awx_sig_body')),
+  ('no timestamp',        :'awx_secret', jsonb_build_object('x-signature', :'awx_sig_body')),
+  ('timestamp not digits', :'awx_secret', jsonb_build_object('x-timestamp', '1764410400.23', 'x-signature', :'awx_sig')),
+  ('timestamp of 3 digits', :'awx_secret', jsonb_build_object('x-timestamp', '123', 'x-signature', :'awx_sig')),
+  ('no signature',        :'awx_secret', jsonb_build_object('x-timestamp', :'awx_ts')),
+  -- signed over seconds: genuine as sent, but read as milliseconds
+  ('in seconds',          :'awx_secret', jsonb_build_object('x-timestamp', left(:'awx_ts', 10), 'x-signature', :'awx_sig_secs'))
+) AS v(label, secret, headers);
+-- with a tolerance: the vector of 2025 is too old for 5 minutes, within
+-- 2 years; the one in seconds is read as 1970
+SELECT idem_webhook_verify('airwallex', :'awx_secret', :'awx_payload',
+           jsonb_build_object('x-timestamp', :'awx_ts', 'x-signature', :'awx_sig')) AS old_default_tolerance,
+       idem_webhook_verify('airwallex', :'awx_secret', :'awx_payload',
+           jsonb_build_object('x-timestamp', :'awx_ts', 'x-signature', :'awx_sig'), '2 years') AS two_years,
+       idem_webhook_verify('airwallex', :'awx_secret', :'awx_payload',
+           jsonb_build_object('x-timestamp', left(:'awx_ts', 10), 'x-signature', :'awx_sig_secs'), '2 years') AS seconds_as_1970;
+-- signed now, offset_s seconds away: within the tolerance either way
+CREATE FUNCTION pg_temp.awx_now(secret text, payload text, offset_s int) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('x-timestamp', t, 'x-signature', encode(hmac(t || payload, secret, 'sha256'), 'hex'))
+  FROM (SELECT ((floor(extract(epoch FROM clock_timestamp())) + offset_s) * 1000 + 789)::bigint::text AS t) AS n
+$$;
+SELECT offset_s,
+       idem_webhook_verify('airwallex', :'awx_secret', :'awx_payload',
+                           pg_temp.awx_now(:'awx_secret', :'awx_payload', offset_s)) AS default_5min,
+       idem_webhook_verify('airwallex', :'awx_secret', :'awx_payload',
+                           pg_temp.awx_now(:'awx_secret', :'awx_payload', offset_s), NULL) AS no_check
+FROM unnest(ARRAY[-600, -60, 0, 60, 600]) AS offset_s;
 
 -- a false never aborts the transaction
 BEGIN;

@@ -35,6 +35,10 @@ RESET client_min_messages;
 \set sq_secret 'https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9 Ibxx_5AKakO-3qeNVR61Dw'
 \set sq_body '{"merchant_id":"MLEFBHHSJGVHD","type":"webhooks.test_notification","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f","created_at":"2022-07-13T20:30:59.037339943Z","data":{"type":"webhooks","id":"bc368e64-01aa-407e-b46e-3231809b1129"}}'
 \set sq_sig 'GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4='
+\set awx_secret 'whsec_awx_5f3c9e1d7b2a4c6e8f0a1b3d5c7e9f2a'
+\set awx_ts '1764410400123'
+\set awx_payload '{"id":"evt_hkdf7zbpkg3uhqgrxqu","name":"payment_intent.succeeded","account_id":"acct_8yTcQmZ9Ta6Lk1Zr6Wb2cQ","data":{"object":{"id":"int_hkdmr2jxpgbm1kdq2te","amount":100.5,"currency":"AUD","status":"SUCCEEDED"}},"created_at":"2026-11-29T10:00:00+0000"}'
+\set awx_sig 'd3c5782a6dbc40065ce8065bcfe9a6db2e6b168c737fbbd8b96bdf3493470135'
 
 -- Run a statement; show its SQLSTATE, message and detail instead of failing
 CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -121,6 +125,7 @@ SELECT idem_webhook_source_set('o-razorpay', 'razorpay', ARRAY[:'rzp_secret']);
 SELECT idem_webhook_source_set('o-checkout', 'checkout', ARRAY[:'cko_secret']);
 SELECT idem_webhook_source_set('o-paddle', 'paddle', ARRAY[:'pdl_secret'], '100 years');
 SELECT idem_webhook_source_set('o-square', 'square', ARRAY[:'sq_secret']);
+SELECT idem_webhook_source_set('o-airwallex', 'airwallex', ARRAY[:'awx_secret'], '100 years');
 CREATE TEMP TABLE stripe_events AS
 SELECT * FROM (VALUES
   ('created', :'s1_body', :'s1_sig'),
@@ -158,6 +163,8 @@ SELECT * FROM idem_webhook_receive_ordered('o-paddle', :'pdl_payload',
     jsonb_build_object('Paddle-Signature', 'ts=' || :'pdl_ts' || ';h1=' || :'pdl_sig'));
 SELECT * FROM idem_webhook_receive_ordered('o-square', :'sq_body',
     jsonb_build_object('x-square-hmacsha256-signature', :'sq_sig'));
+SELECT * FROM idem_webhook_receive_ordered('o-airwallex', :'awx_payload',
+    jsonb_build_object('x-timestamp', :'awx_ts', 'x-signature', :'awx_sig'));
 -- a scheme without one (GitHub): malformed, unless the handler names them
 SELECT * FROM idem_webhook_receive_ordered('o-github', :'gh_payload',
     jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig',
@@ -171,13 +178,14 @@ SELECT pg_temp.err($$SELECT idem_webhook_receive_ordered('o-github', 'x', '{}', 
 
 -- the readers never raise: bodies that are not JSON, or lack the fields
 SELECT s, b, o.* FROM
-  (VALUES ('stripe'), ('adyen'), ('razorpay'), ('checkout'), ('paddle'), ('square'), ('github')) AS s(s),
+  (VALUES ('stripe'), ('adyen'), ('airwallex'), ('razorpay'), ('checkout'), ('paddle'), ('square'), ('github')) AS s(s),
   (VALUES ('{"data":{"object":{"id":"x"}},"created":1.5}'), ('{"data":{"id":7},"created_on":"2026-13-01T00:00:00Z"}'),
           ('{"data":{"id":"y"},"created_at":"2026-01-01T00:00:00"}'), ('[1,2]'), ('"x"'), ('{"created":-1}'),
           ('{"pspReference":"P1","originalReference":"","eventDate":"2026-01-01T10:00:00+01:00"}'),
           ('{"NotificationRequestItem":{"pspReference":"R1","originalReference":"P1","eventDate":"2026-01-01T11:00:00+01:00"}}')) AS b(b),
   idem.webhook_object(s, b::jsonb) o
-WHERE o.object_id IS NOT NULL OR o.event_time IS NOT NULL;
+WHERE o.object_id IS NOT NULL OR o.event_time IS NOT NULL
+ORDER BY 1, 2;
 SELECT idem.webhook_json('not json') IS NULL AS not_json,
        idem.webhook_json('{"a":"\u0000"}') IS NULL AS nul,
        idem.webhook_json(repeat('[', 10000) || repeat(']', 10000)) IS NOT NULL AS deep;

@@ -50,6 +50,13 @@ RESET client_min_messages;
 \set sq_secret 'https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9 Ibxx_5AKakO-3qeNVR61Dw'
 \set sq_body '{"merchant_id":"MLEFBHHSJGVHD","type":"webhooks.test_notification","event_id":"ac3ac95b-f97d-458c-a6e6-18981597e05f","created_at":"2022-07-13T20:30:59.037339943Z","data":{"type":"webhooks","id":"bc368e64-01aa-407e-b46e-3231809b1129"}}'
 \set sq_sig 'GF4YkrJgGBDZ9NIYbNXBnMzqb2HoL4RW/S6vkZ9/2N4='
+\set psk_secret 'sk_test_4e9f8c1a2b3d5e6f7a8b9c0d1e2f3a4b5c6d7e8f'
+\set psk_payload '{"event":"charge.success","data":{"id":302961,"domain":"live","status":"success","reference":"qTPrJoy9Bx","amount":10000,"currency":"NGN","paid_at":"2026-11-29T10:00:00.000Z"}}'
+\set psk_sig '23e2c63b7ab8a4b0a7ca6f9ca748d18822b605089fdd61be01f41dcc43c721ee148f8e737025911ae04c0ab7d6201c0037bf7cd91481aacab8dd9d712653164b'
+\set awx_secret 'whsec_awx_5f3c9e1d7b2a4c6e8f0a1b3d5c7e9f2a'
+\set awx_ts '1764410400123'
+\set awx_payload '{"id":"evt_hkdf7zbpkg3uhqgrxqu","name":"payment_intent.succeeded","account_id":"acct_8yTcQmZ9Ta6Lk1Zr6Wb2cQ","data":{"object":{"id":"int_hkdmr2jxpgbm1kdq2te","amount":100.5,"currency":"AUD","status":"SUCCEEDED"}},"created_at":"2026-11-29T10:00:00+0000"}'
+\set awx_sig 'd3c5782a6dbc40065ce8065bcfe9a6db2e6b168c737fbbd8b96bdf3493470135'
 \set alipay_key '-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAp9CRi23TGSjUXxHY6eJQ\nw4ympZyGeXWYvQfKXzAYmc/GXoP/+fP/6bomq/SflX/NFQzFrwvVAOKoknrsviWy\nRSA4SCEWO1I8DONj995Y+7LJcxdZoNvscpTw3aV46+loZlKYRAKeE2NMiEaPfa3z\n9loXNiGhAEGy9HNpDqOwbWdf9r7mnQuiujl71/5685h7GB/QGwIh2ZFTX9uj/p08\nvGOiGHNXmtzcFFQkhd7O7h4yaznBHXkpErkdngwlI8UTP4JX5brrtNfypzhXm0Cu\nBbFr/Sy4kqwza4bjR1z4DoadvucbuR7wNB98mO8S6h7JSiDEg0oDeynC7BlLLcm7\nUwIDAQAB\n-----END PUBLIC KEY-----\n'
 \set alipay_form 'gmt_create=2024-01-15+10%3A30%3A00&charset=utf-8&seller_email=merchant%40example.com&subject=%E6%B5%8B%E8%AF%95%E5%95%86%E5%93%81+idem&body=a%2Bb+%26+c%3Dd%2C+100%25&buyer_id=2088102177846880&invoice_amount=88.88&notify_id=2024011500222103030012341234567890&fund_bill_list=%5B%7B%22amount%22%3A%2288.88%22%2C%22fundChannel%22%3A%22ALIPAYACCOUNT%22%7D%5D&notify_type=trade_status_sync&trade_status=TRADE_SUCCESS&receipt_amount=88.88&app_id=2021000000000001&buyer_pay_amount=88.88&seller_id=2088102177649450&gmt_payment=2024-01-15+10%3A30%3A05&notify_time=2024-01-15+10%3A30%3A05&passback_params=&version=1.0&out_trade_no=20240115000001&total_amount=88.88&trade_no=2024011522001446880501234567&auth_app_id=2021000000000001&buyer_logon_id=buy***%40example.com&Zz_case=sorted+first&point_amount=0.00&sign_type=RSA2&sign=Kg%2Bbxj%2BJXREUSGKTYVAm3xFRvmGXIyJAN01iz0iOBEcEiJXuQWZLaGylW%2Bdfobo8gmtGex0y4WtprtSYgv7g9%2FJxow39niQaetM1PcK1nP5XdpAj%2F1VrAvrXgSdPJ49XdVjr1Li6MHo85EXhO7xCJnOWdktLGMV4sf43%2BVbDEC42de0c34sZ%2BPCXNb6VlkmN8AhEfiCRTRHmaMvdKlHgQice0khEWG15CWBhW8yKjeyI%2FdexhP6Rdrc0amc%2FHOZycm7Y663wALzKSFRYtP8tWT2uqKGWC%2BCO%2BzvcmYcsHek2dl0zQEa%2FLUEgkXCC6fjqoDEu1frcOjZCihEIR46fxg%3D%3D'
 \set unionpay_root '-----BEGIN CERTIFICATE-----\nMIIDZjCCAk6gAwIBAgIBAjANBgkqhkiG9w0BAQsFADBDMQswCQYDVQQGEwJDTjES\nMBAGA1UECgwJaWRlbSB0ZXN0MSAwHgYDVQQDDBdpZGVtIHRlc3QgVW5pb25QYXkg\ncm9vdDAgFw0yNDAxMDEwMDAwMDBaGA8yMTI0MDEwMTAwMDAwMFowQzELMAkGA1UE\nBhMCQ04xEjAQBgNVBAoMCWlkZW0gdGVzdDEgMB4GA1UEAwwXaWRlbSB0ZXN0IFVu\naW9uUGF5IHJvb3QwggEiMA0GCSqGSIb3DQEBAQUAA4IBDwAwggEKAoIBAQCOuEEW\nzbIs/LXeqFWJqWAkroCu5WnDRUj/T4Z3zLm5rRVLR/6Hh8sAyKIVijIXL/oVBGQg\np7F8K66dKuNsFck6sf8ewYzOxVoazWXbJUxZJ1lqMWdgLK8eGPHkvYWxu+5P96w1\nAsFMDvlyxVEGOCCQAwR7yH8bDvJy+3lNP0XilcwhjMnZo/rW7MxNr4ACu+HMDETi\ngrwqbEui5ku3F9d0PMWrzYUXFZIa7tE0ySb3uQOgyZ4WKekpd1zldkQfWdrp6+bz\nVO2UcatkTsQlMiN5sHy1G8qZOK8JxuPaf15jM4mXfHVARSVkIwVXsjhwWPJBfFr1\nUSZIk6DbK58axS+DAgMBAAGjYzBhMA8GA1UdEwEB/wQFMAMBAf8wDgYDVR0PAQH/\nBAQDAgEGMB0GA1UdDgQWBBRWbYWIDvCc/yWT35l/4mXvRTWDvDAfBgNVHSMEGDAW\ngBRWbYWIDvCc/yWT35l/4mXvRTWDvDANBgkqhkiG9w0BAQsFAAOCAQEAfdDOzq3P\nOifbRrHIhvpNl6vVZrMq+rCrXftauKeeh+BOwrheGwT58QKJ8XDZyBzr8ODBD76d\n8ANihkvP4TaqogdyGqb0HQ9tAESo8V9pApQ/XY1NmJ2cDhyN6i3n0+UOopKC6yRW\nd49+Q6vmP5+xrv1esgORwlapvNQKfNdxN9ESZussC2XmVx+kdLPiQYm4XUlQ7kgl\ncibXjUq38P38i5BNu0yOXTqWM2KZEoVztbZFUHQ4FmG5AstjL831VmzwidZHm6Ey\nigRs6B4PVDeszsAcrf35yjFbA+2EH6yByQd9NzbWDGP1AxxJnDkwrwXT8nzigbpr\nvtPnCrB5eSQyIw==\n-----END CERTIFICATE-----\n'
@@ -178,6 +185,8 @@ SELECT idem_webhook_source_set('r-paddle', 'paddle', ARRAY[:'pdl_secret'], '100 
 SELECT idem_webhook_source_set('r-adyen', 'adyen', ARRAY[:'adyen_key']);
 SELECT idem_webhook_source_set('r-adyen-platform', 'adyen_platform', ARRAY[:'adyen_key']);
 SELECT idem_webhook_source_set('r-square', 'square', ARRAY[:'sq_secret']);
+SELECT idem_webhook_source_set('r-paystack', 'paystack', ARRAY[:'psk_secret']);
+SELECT idem_webhook_source_set('r-airwallex', 'airwallex', ARRAY[:'awx_secret'], '100 years');
 SELECT idem_webhook_source_set('r-alipay', 'alipay', ARRAY[:'alipay_key']);
 SELECT idem_webhook_source_set('r-unionpay', 'unionpay', ARRAY[:'unionpay_root' || :'unionpay_middle']);
 SELECT idem_webhook_source_set('r-wechatpay', 'wechatpay', ARRAY[:'cert_a'], '100 years');
@@ -210,6 +219,8 @@ SELECT * FROM (VALUES
     'pspReference', :'adyen_psp', 'success', :'adyen_success')::text, '{}'::jsonb),
   ('r-adyen-platform', :'adyp_payload', jsonb_build_object('HmacSignature', :'adyp_sig')),
   ('r-square', :'sq_body', jsonb_build_object('x-square-hmacsha256-signature', :'sq_sig')),
+  ('r-paystack', :'psk_payload', jsonb_build_object('x-paystack-signature', :'psk_sig')),
+  ('r-airwallex', :'awx_payload', jsonb_build_object('x-timestamp', :'awx_ts', 'x-signature', :'awx_sig')),
   ('r-alipay', :'alipay_form', '{}'),
   ('r-unionpay', :'unionpay_form', '{}'),
   ('r-wechatpay', :'body',
@@ -225,9 +236,11 @@ ORDER BY d.source;
 SELECT w.source, w.event_id, w.expires_at - w.received_at AS kept
 FROM idem.webhooks w JOIN deliveries d USING (source) ORDER BY 1;
 SELECT idem_webhook('r-github', '72d3162e-cc78-11e3-81ab-4c9367dc0958') AS github_first;
--- Adyen's platform webhooks name no event id: the body's SHA-256 is recorded
-SELECT event_id = encode(sha256(convert_to(:'adyp_payload', 'UTF8')), 'hex') AS body_digest
-FROM idem.webhooks WHERE source = 'r-adyen-platform';
+-- Adyen's platform webhooks and Paystack name no event id: the body's
+-- SHA-256 is recorded
+SELECT w.source, w.event_id = encode(sha256(convert_to(d.payload, 'UTF8')), 'hex') AS body_digest
+FROM idem.webhooks w JOIN deliveries d USING (source)
+WHERE w.source IN ('r-adyen-platform', 'r-paystack') ORDER BY 1;
 -- the event id the scheme names is the one recorded: a delivery of another
 -- id, signed alike, is new (GitHub signs the body, not the delivery id)
 SELECT * FROM idem_webhook_receive('r-github', :'gh_payload',
