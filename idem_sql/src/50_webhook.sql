@@ -202,10 +202,10 @@ BEGIN
     END IF;
     IF scheme <> ALL (ARRAY['stripe', 'standard', 'svix', 'github', 'shopify', 'razorpay',
                             'checkout', 'paddle', 'adyen', 'adyen_platform', 'square', 'paystack',
-                            'airwallex', 'alipay', 'unionpay', 'wechatpay']) THEN
+                            'airwallex', 'alipay', 'antom', 'unionpay', 'wechatpay']) THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('unknown webhook signature scheme "%s"', scheme),
-            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "square", "paystack", "airwallex", "alipay", "unionpay", "wechatpay".';
+            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "square", "paystack", "airwallex", "alipay", "antom", "unionpay", "wechatpay".';
     END IF;
     RETURN scheme;
 END
@@ -284,6 +284,8 @@ BEGIN
         RETURN idem.wh_bytes(secret);
     WHEN 'alipay' THEN
         ok := idem.wh_raise_if(idem.wh_c_only('scheme "alipay"', 'Alipay signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.'));
+    WHEN 'antom' THEN
+        ok := idem.wh_raise_if(idem.wh_c_only('scheme "antom"', 'Antom signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.'));
     WHEN 'unionpay' THEN
         ok := idem.wh_raise_if(idem.wh_c_only('scheme "unionpay"', 'UnionPay signs its notifications with RSA (SHA256withRSA) by certificates checked against a chain, which pgcrypto cannot verify.'));
     WHEN 'wechatpay' THEN

@@ -94,8 +94,14 @@ extern bool idem_adyen_event_id(const VerifyScheme *scheme,
 /* The form-based gateways, Alipay and UnionPay (scheme_form.c) */
 extern void *idem_alipay_prepare(Slice secret);
 extern bool idem_alipay_verify(void *key, const VerifyRequest *req);
+extern bool idem_alipay_keys_verify(void *key, const EVP_MD *md, const Slice *parts,
+									int nparts, const uint8 *sig, size_t siglen);
 extern void *idem_unionpay_prepare(Slice secret);
 extern bool idem_unionpay_verify(void *key, const VerifyRequest *req);
+
+/* Antom, Alipay's global gateway (scheme_antom.c) */
+extern void *idem_antom_prepare(Slice secret);
+extern bool idem_antom_verify(void *key, const VerifyRequest *req);
 
 /* WeChat Pay (scheme_wechatpay.c) */
 extern void *idem_wechatpay_prepare(Slice secret);

@@ -193,7 +193,6 @@ idem_alipay_verify(void *k, const VerifyRequest *req)
 	uint8	   *sig;
 	size_t		siglen;
 	Slice		content;
-	bool		matched = false;
 
 	if (!idem_form_decode_charset(req->payload, "charset", &form))
 		return false;
@@ -210,8 +209,22 @@ idem_alipay_verify(void *k, const VerifyRequest *req)
 		return false;
 
 	content = idem_form_signed_string(&form, skip, true);
+	return idem_alipay_keys_verify(key, md, &content, 1, sig, siglen);
+}
+
+/*
+ * Does sig sign the concatenated parts (RSA, PKCS#1 v1.5 with md) under one
+ * of the keys of an Alipay secret?  Every key is tried.
+ */
+bool
+idem_alipay_keys_verify(void *k, const EVP_MD *md, const Slice *parts, int nparts,
+						const uint8 *sig, size_t siglen)
+{
+	AlipayKey  *key = k;
+	bool		matched = false;
+
 	for (int i = 0; i < key->nkeys; i++)
-		matched |= idem_verify_signature(key->keys[i], md, &content, 1, sig, siglen);
+		matched |= idem_verify_signature(key->keys[i], md, parts, nparts, sig, siglen);
 	return matched;
 }
 

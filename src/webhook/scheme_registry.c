@@ -57,6 +57,9 @@ static const VerifyScheme schemes[] = {
 	event_id_member, "id"},
 	{"alipay", idem_alipay_prepare, idem_alipay_verify, false,
 	event_id_form, "notify_id", "charset"},
+	/* Antom's notifications carry no event id: a retry resends the same body */
+	{"antom", idem_antom_prepare, idem_antom_verify, false,
+	event_id_body_digest},
 	{"unionpay", idem_unionpay_prepare, idem_unionpay_verify, false,
 	event_id_form, "queryId", "encoding"},
 	{"wechatpay", idem_wechatpay_prepare, idem_wechatpay_verify, true,

@@ -68,6 +68,7 @@ typedef struct Form
 extern bool idem_form_decode_charset(Slice body, const char *charset_param,
 									 Form *form);
 extern bool idem_form_get(const Form *form, const char *name, Slice *value);
+extern bool idem_url_unescape(Slice raw, Slice *out);
 extern Slice idem_form_signed_string(const Form *form, const char *const *skip,
 									 bool skip_empty);
 

@@ -146,6 +146,27 @@ form_unescape(Slice raw, int from, int to, char **out)
 	return true;
 }
 
+/*
+ * A URL-encoded value decoded ("+" a space, "%XX" the byte XX, other bytes
+ * as they are) into *out, newly allocated; false on a "%" without two hex
+ * digits after it
+ */
+bool
+idem_url_unescape(Slice raw, Slice *out)
+{
+	char	   *buf = palloc(raw.len + 1);
+	char	   *end = buf;
+
+	if (!form_unescape(raw, GetDatabaseEncoding(), GetDatabaseEncoding(), &end))
+	{
+		pfree(buf);
+		return false;
+	}
+	out->data = buf;
+	out->len = end - buf;
+	return true;
+}
+
 /* Order form parameters by name, bytewise, a prefix first */
 static int
 form_param_cmp(const void *a, const void *b)

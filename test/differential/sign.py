@@ -37,6 +37,10 @@ and the signed strings are built from the gateways' own descriptions:
              PKCS#1 v1.5 (SHA-256 for sign_type RSA2, SHA-1 for RSA) of every
              parameter but sign, sign_type and the empty ones, decoded, sorted
              by name, "k=v" joined by "&", in the form's charset.
+  antom      signature: algorithm=RSA256,keyVersion=1,signature=<the
+             URL-encoded base64 SHA256withRSA of "POST <path>\n<client-id>.
+             <request-time>.<body>">; the secret is the path, a line break
+             and the public keys; the event id is the body's SHA-256.
   unionpay   a 5.1.0 backend notification form (signMethod 01): signature
              is the base64 SHA256withRSA of the lowercase hex SHA-256 of
              every parameter but signature, sorted and joined so, made with
@@ -1116,6 +1120,79 @@ class Alipay:
         return any(rsa_verify(k, sig, content, digest) for k in self.publics[source])
 
 
+class Antom:
+    """Antom, Alipay's global gateway: signature: algorithm=RSA256,
+    keyVersion=<n>,signature=<URL-encoded base64 SHA256withRSA of
+    "POST <path>\n<client-id>.<request-time>.<body>">, by either key of
+    the source; the event id is the body's SHA-256"""
+    scheme = 'antom'
+
+    def __init__(self, rng):
+        self.keys = [rsa_key(), rsa_key()]
+        self.path = '/' + rng.word(3, 12, LOWER_ALNUM) + '/notify'
+        self.sources = {'antom': self.path + '\n' + public_pem(self.keys[0]) + public_pem(self.keys[1])}
+        self.ids = set()
+
+    def make(self, rng, source, now):
+        st = header_style(rng, ['signature', 'client-id', 'request-time'])
+        headers = noise_headers(rng, st)
+        client = 'SANDBOX_' + rng.word(12, 20, string.ascii_uppercase + string.digits)
+        rtime = datetime.datetime.fromtimestamp(now - rng.randint(0, MAX_AGE), datetime.timezone.utc) \
+            .strftime('%Y-%m-%dT%H:%M:%SZ')
+        while True:
+            payload = (json_write(json_random_object(rng, 1, 1, 8), rng, JsonStyle(rng)).encode()
+                       if rng.random() < 0.8 else rng.body_text().encode('utf-8'))
+            eid = sha256_hex(payload)
+            if eid not in self.ids:
+                self.ids.add(eid)
+                break
+        content = ('POST %s\n%s.%s.' % (self.path, client, rtime)).encode() + payload
+        sig = b64(rng.choice(self.keys).sign(content, padding.PKCS1v15(), hashes.SHA256()))
+        prefix = 'algorithm=RSA256,keyVersion=1,signature='
+        value = prefix + urllib.parse.quote_plus(sig)
+        headers += [[st['client-id'], client], [st['request-time'], rtime], [st['signature'], value]]
+        d = Delivery(payload, headers, eid)
+        d.target('body', 'body', 0, len(payload))
+        d.target('signature', *d.header_value_span(st['signature'], len(prefix), len(value)))
+        d.target('field', *d.header_value_span(st['client-id'], 0, len(client)))
+        d.target('field', *d.header_value_span(st['request-time'], 0, len(rtime)))
+        d.target('header', 'name', len(headers) - 1)
+        return d
+
+    def verify(self, source, payload, headers):
+        value = header(headers, 'signature')
+        client = header(headers, 'client-id')
+        rtime = header(headers, 'request-time')
+        if value is None or client is None or rtime is None:
+            return False
+        found = {}
+        for item in value.split(','):
+            item = trim_ows(item)
+            if item == '':
+                continue
+            name, eq, v = item.partition('=')
+            if not eq:
+                return False
+            name = trim_ows(name)
+            if name in ('algorithm', 'keyVersion', 'signature'):
+                if name in found:
+                    return False
+                found[name] = trim_ows(v)
+        if found.get('algorithm') != 'RSA256' or 'signature' not in found:
+            return False
+        if BAD_ESCAPE.search(found['signature']):
+            return False
+        raw = urllib.parse.unquote_to_bytes(found['signature'].replace('+', ' '))
+        try:
+            sig = b64_strict(raw.decode('ascii'))
+        except UnicodeDecodeError:
+            return False
+        if sig is None:
+            return False
+        content = ('POST %s\n' % self.path).encode() + client.encode() + b'.' + rtime.encode() + b'.' + payload
+        return any(rsa_verify(k.public_key(), sig, content, hashes.SHA256()) for k in self.keys)
+
+
 class Unionpay:
     """UnionPay's 5.1.0 backend notification form, signMethod 01"""
     scheme = 'unionpay'
@@ -1331,6 +1408,7 @@ def main():
         BodyMac(rng, 'paystack', 'x-paystack-signature', '', 'hex', sha512=True),
         BodyMac(rng, 'airwallex', 'x-signature', '', 'hex', id_member='id', millis_header='x-timestamp'),
         Alipay(rng),
+        Antom(rng),
         Unionpay(rng),
         Wechatpay(rng),
     ]

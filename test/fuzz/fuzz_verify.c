@@ -45,6 +45,7 @@ static const struct
 	{"square", "square"},
 	{"paystack", "paystack"},
 	{"airwallex", "airwallex"},
+	{"antom", "antom"},
 };
 
 /* idem_webhook_verify(scheme, secret, payload, headers, tolerance) */

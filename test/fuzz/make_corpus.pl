@@ -94,6 +94,7 @@ my %keys = (
 	square => v('sq_url') . ' ' . v('sq_key'),
 	paystack => v('psk_secret'),
 	airwallex => v('awx_secret'),
+	antom => v('antom_path') . "\n" . v('antom_pub_pem'),
 	alipay => v('alipay_key'),
 	unionpay => v('unionpay_root') . v('unionpay_middle'),
 	wechatpay => v('go_cert') . v('cert_a') . v('cert_b') . $pub_secret,
@@ -166,6 +167,7 @@ my @deliveries = (
 	[ 14, 'square', json_line({ 'x-square-hmacsha256-signature' => v('sq_sig') }), v('sq_body') ],
 	[ 15, 'paystack', json_line({ 'x-paystack-signature' => v('psk_sig') }), v('psk_payload') ],
 	[ 16, 'airwallex', json_line({ 'x-timestamp' => v('awx_ts'), 'x-signature' => v('awx_sig') }), v('awx_payload') ],
+	[ 17, 'antom', json_line({ 'client-id' => v('antom_client'), 'request-time' => v('antom_time'), 'signature' => 'algorithm=RSA256,keyVersion=1,signature=' . v('antom_sig') }), v('antom_body') ],
 );
 for my $name (sort grep { /^alipay_form/ } keys %v)
 {
