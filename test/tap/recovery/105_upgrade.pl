@@ -632,7 +632,9 @@ is( sql('up', $member_oids_q . q{ AND NOT (classid = 'pg_proc'::regclass
                       'idem.webhook_order_check(text, text, timestamptz, text)'::regprocedure,
                       'idem_webhook_order(text, text, timestamptz, text, interval)'::regprocedure,
                       'idem_webhook_receive_ordered(text, text, jsonb, inet, text, timestamptz)'::regprocedure))
-        AND NOT (classid = 'pg_class'::regclass AND objid = 'idem.webhook_order'::regclass)}),
+        AND NOT (classid = 'pg_class'::regclass AND objid = 'idem.webhook_order'::regclass)
+        AND NOT (classid = 'pg_type'::regclass
+                 AND objid IN ('idem.webhook_order'::regtype, 'idem.webhook_order[]'::regtype))}),
 	$member_oids_16,
 	'the update to 1.7 adds the helpers of the imports, idem_http_respond_retryable and the webhook order, and drops or re-creates no member: each keeps its oid');
 is( sql('up', q{SELECT has_function_privilege('public',
