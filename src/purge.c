@@ -5,7 +5,7 @@
  *
  * idem_purge_batch() does the work; the SQL function idem_purge() (run by
  * pg_cron or by hand) and the purge worker, which calls it directly and
- * runs no SQL of its own, both go through it.  From 1.6 it sweeps each
+ * runs no SQL, both go through it.  From 1.6 it sweeps each
  * table in physical order, skipping what the expiry map knows holds
  * nothing to delete (store_expiry.c); a table not yet updated is read
  * through its expires_at index up to now.  Either way it deletes what it
@@ -15,9 +15,9 @@
  *
  * May call: the sweep and the purge's deletes (purge_sweep.c), the store
  * (rows, the relation cache, the compression of page images, and the
- * expiry map's forgetting of a table), SPI for idem.webhook_order, the
- * counters (stats.c) and the argument checks (input.c).  It defines
- * idem.purge_batch_size (idem_purge_init).
+ * expiry map's forgetting of a table), the counters (stats.c) and the
+ * argument checks (input.c).  It defines idem.purge_batch_size
+ * (idem_purge_init).
  */
 #include "postgres.h"
 
@@ -27,16 +27,12 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "catalog/namespace.h"
-#include "catalog/pg_type.h"
 #include "commands/trigger.h"
-#include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
-#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
@@ -112,37 +108,6 @@ purge_table(IdemTable which, TimestampTz now, int64 limit)
 }
 
 /*
- * Delete up to limit expired rows of idem.webhook_order, the objects'
- * newest events (idem_webhook_order, written in SQL, not by idem's
- * store), through SQL: the table holds a row per gateway object, not per
- * delivery.  A row an ordering call holds is skipped; nothing if the
- * extension's objects are older than 1.7.  Returns how many.
- */
-static int64
-purge_order(TimestampTz now, int64 limit)
-{
-	Oid			nsp = get_namespace_oid("idem", true);
-	Oid			argtypes[2] = {TIMESTAMPTZOID, INT8OID};
-	Datum		args[2];
-	int64		deleted;
-
-	if (!OidIsValid(nsp) || !OidIsValid(get_relname_relid("webhook_order", nsp)))
-		return 0;
-	args[0] = TimestampTzGetDatum(now);
-	args[1] = Int64GetDatum(limit);
-	SPI_connect();
-	if (SPI_execute_with_args("DELETE FROM idem.webhook_order WHERE ctid = ANY (ARRAY("
-							  "SELECT o.ctid FROM idem.webhook_order o"
-							  " WHERE o.expires_at OPERATOR(pg_catalog.<=) $1"
-							  " ORDER BY o.expires_at LIMIT $2 FOR UPDATE SKIP LOCKED))",
-							  2, argtypes, args, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not purge idem.webhook_order");
-	deleted = (int64) SPI_processed;
-	SPI_finish();
-	return deleted;
-}
-
-/*
  * Delete at most limit (> 0) expired rows, keys first, in the current
  * transaction; count them and note the purge.  Returns how many.
  */
@@ -164,7 +129,7 @@ idem_purge_batch(int64 limit)
 		if (deleted < limit)
 			deleted += purge_table(IDEM_WEBHOOKS, now, limit - deleted);
 		if (deleted < limit)
-			deleted += purge_order(now, limit - deleted);
+			deleted += idem_sweep_order(now, limit - deleted);
 	}
 	PG_FINALLY();
 	{

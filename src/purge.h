@@ -25,6 +25,7 @@ extern TimestampTz idem_sweep_purgeable_at(IdemStore *st, HeapTuple tup);
 extern int64 idem_sweep(IdemStore *st, TimestampTz now, int64 limit);
 extern void idem_sweep_backlog(IdemStore *st, TimestampTz now, int64 *expired,
 							   TimestampTz *oldest);
+extern int64 idem_sweep_order(TimestampTz now, int64 limit);
 
 /* Purge launcher and workers, and their settings (purge_worker.c) */
 extern int	idem_purge_interval_secs;

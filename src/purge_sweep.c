@@ -3,7 +3,8 @@
  *		The purge's sweep: reading a table in physical order, range by
  *		range, deleting what has expired, and skipping the ranges that the
  *		expiry map knows hold nothing to delete; the count of the backlog;
- *		and the purge's deletes, one key lock at a time.
+ *		the purge's deletes, one key lock at a time; and the purge of
+ *		idem.webhook_order, the objects' newest webhook events.
  *
  * The map and the protocol that the sweep follows to hold a range and set
  * its bound are stated at the top of store_expiry.c.
@@ -14,15 +15,22 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/tableam.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -361,3 +369,86 @@ idem_sweep_backlog(IdemStore *st, TimestampTz now, int64 *expired, TimestampTz *
 	*expired = pass.done;
 	*oldest = pass.oldest;
 }
+
+/*
+ * Is index a btree whose first column is the expires_at (timestamptz) of
+ * heap?  idem.webhook_order is not one of the store's tables, whose shape
+ * the store checks: a table altered by hand is then left alone.
+ */
+static bool
+order_expiry_index(Relation heap, Relation index)
+{
+	AttrNumber	attnum;
+
+	if (index->rd_index->indrelid != RelationGetRelid(heap) ||
+		index->rd_rel->relam != BTREE_AM_OID || index->rd_index->indnkeyatts < 1)
+		return false;
+	attnum = index->rd_index->indkey.values[0];
+	return attnum > 0 &&
+		TupleDescAttr(RelationGetDescr(heap), attnum - 1)->atttypid == TIMESTAMPTZOID &&
+		strcmp(NameStr(TupleDescAttr(RelationGetDescr(heap), attnum - 1)->attname), "expires_at") == 0;
+}
+
+/*
+ * Delete up to limit rows of idem.webhook_order that expired by now,
+ * through its expires_at index, as the purge deletes the store's rows: in
+ * a snapshot taken now, a row that another transaction holds or changed
+ * skipped (the next pass gets it), without the executor (no SQL, so no
+ * search_path, privilege or isolation level of the caller's plays a part).
+ * Nothing when the database's idem is older than 1.7.  Returns how many.
+ */
+int64
+idem_sweep_order(TimestampTz now, int64 limit)
+{
+	Oid			nsp = get_namespace_oid("idem", true);
+	Oid			heapid;
+	Oid			indexid;
+	Relation	heap;
+	Relation	index;
+	Snapshot	snapshot;
+	TupleTableSlot *slot;
+	IndexScanDesc scan;
+	ScanKeyData skey;
+	int64		deleted = 0;
+
+	/* by OID, not by name: a name is checked against the caller's rights */
+	heapid = OidIsValid(nsp) ? get_relname_relid("webhook_order", nsp) : InvalidOid;
+	if (!OidIsValid(heapid) || (heap = try_relation_open(heapid, RowExclusiveLock)) == NULL)
+		return 0;
+	indexid = get_relname_relid("webhook_order_expires_at_idx", RelationGetNamespace(heap));
+	if (!OidIsValid(indexid))
+	{
+		table_close(heap, RowExclusiveLock);
+		return 0;
+	}
+	index = index_open(indexid, AccessShareLock);
+	if (!order_expiry_index(heap, index))
+	{
+		index_close(index, AccessShareLock);
+		table_close(heap, RowExclusiveLock);
+		return 0;
+	}
+	CommandCounterIncrement();
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	slot = table_slot_create(heap, NULL);
+	ScanKeyInit(&skey, 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE,
+				TimestampTzGetDatum(now));
+	scan = idem_index_beginscan(heap, index, snapshot, 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	while (deleted < limit && index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		TM_FailureData tmfd;
+
+		CHECK_FOR_INTERRUPTS();
+		if (idem_heap_delete(heap, &slot->tts_tid, GetCurrentCommandId(true),
+							 InvalidSnapshot, false, &tmfd) == TM_Ok)
+			deleted++;
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	index_close(index, AccessShareLock);
+	table_close(heap, RowExclusiveLock);
+	return deleted;
+}
+

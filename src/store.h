@@ -141,6 +141,7 @@ extern void idem_store_close(IdemStore *st);
 extern bool idem_store_lock(IdemTable which, text *a, text *b, bool nowait);
 extern void idem_store_unlock(IdemTable which, text *a, text *b);
 extern bool idem_store_lock_held(IdemTable which, text *a, text *b);
+extern void idem_store_lock_object(text *source, text *object);
 extern Oid	idem_store_table_oid(IdemTable which);
 extern IdemFetch idem_store_fetch(IdemStore *st, text *a, text *b, bool nowait,
 								  bool locked);

@@ -20,9 +20,11 @@
  * locktag_field4 of idem's key locks.  PostgreSQL's own advisory locks use 1
  * and 2 there, so these never meet pg_advisory_lock() calls; in pg_locks they
  * show as locktype advisory with objsubid 7649 (keys), 7650 (webhooks) or
- * 7651 (webhook sources).
+ * 7651 (webhook sources); 7652 is the lock of a gateway object
+ * (idem_store_lock_object).
  */
 static const uint16 lock_fields[IDEM_NTABLES] = {0x1DE1, 0x1DE2, 0x1DE3};
+#define OBJECT_LOCK_FIELD	0x1DE4
 
 /*
  * The lock tag of one key: a 64-bit hash of both parts (b is NULL for a
@@ -84,4 +86,29 @@ idem_store_lock_held(IdemTable which, text *a, text *b)
 
 	store_locktag(&tag, which, a, b);
 	return idem_lock_held_by_me(&tag, ExclusiveLock);
+}
+
+/*
+ * Take the lock of one gateway object of a webhook source, which
+ * serializes idem_webhook_order's deliveries for it, waiting for another
+ * holder.  Kept to the end of the transaction, or of the subtransaction
+ * that took it if that rolls back (its writes go with it); under the
+ * current subtransaction's resource owner, as the key locks.
+ */
+void
+idem_store_lock_object(text *source, text *object)
+{
+	ResourceOwner caller_owner = CurrentResourceOwner;
+	LOCKTAG		tag;
+	uint64		h;
+
+	h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(source),
+							VARSIZE_ANY_EXHDR(source), 0x1DE0);
+	h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(object),
+							VARSIZE_ANY_EXHDR(object), h);
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
+						 OBJECT_LOCK_FIELD);
+	CurrentResourceOwner = CurTransactionResourceOwner;
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+	CurrentResourceOwner = caller_owner;
 }

@@ -14,6 +14,19 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.webhook_record(text, text, interval) FROM PUBLIC;
 
+-- The lock of one gateway object of a source, which serializes
+-- idem_webhook_order's deliveries for it: a transaction-level advisory lock
+-- on a 64-bit hash of both (in PostgreSQL's advisory lock space, which any
+-- role can take: DIFFERENCES.md)
+CREATE OR REPLACE FUNCTION idem.webhook_order_lock(source_name text, object_key text)
+RETURNS void
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_advisory_xact_lock(hashtextextended(object_key, hashtextextended(source_name, 7652)))
+$$;
+REVOKE ALL ON FUNCTION idem.webhook_order_lock(text, text) FROM PUBLIC;
+
 -- idem.webhook_ttl as whole seconds (168 hours when unset)
 CREATE OR REPLACE FUNCTION idem.webhook_ttl_default()
 RETURNS interval
@@ -123,10 +136,12 @@ REVOKE ALL ON FUNCTION idem.webhook_object(text, jsonb) FROM PUBLIC;
 -- to p_time, both kept for keep), 'duplicate' (the event id is recorded;
 -- without one, the object's newest time is p_time) or 'stale' (older than
 -- the object's newest time).  A duplicate or a stale one writes nothing.
--- Deliveries for one object serialize on a transaction-level advisory
--- lock on a 64-bit hash of source and object, taken before anything is
--- read and held to the end of the transaction, so the second waits for
--- the first to commit or roll back and then reads what it left.
+-- Deliveries for one object serialize on its lock
+-- (idem.webhook_order_lock), taken before anything is read and held to the
+-- end of the transaction (or of a subtransaction that rolls back, with
+-- its writes), so the second waits for the first to commit or roll back
+-- and then reads what it left.  The newest event's record is kept as long
+-- as the longest ttl it was applied with.
 CREATE OR REPLACE FUNCTION idem.webhook_order_apply(p_source text, p_object text,
                                                     p_time timestamptz, p_event text,
                                                     keep interval)
@@ -138,7 +153,7 @@ DECLARE
     w idem.webhook_order;
     at timestamptz;
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(p_object, hashtextextended(p_source, 7651)));
+    PERFORM idem.webhook_order_lock(p_source, p_object);
     at := clock_timestamp();
     IF p_event IS NOT NULL AND EXISTS (
            SELECT FROM idem.webhooks h
@@ -161,7 +176,10 @@ BEGIN
     VALUES (p_source, p_object, p_time, p_event, at, at + keep)
     ON CONFLICT ON CONSTRAINT webhook_order_pkey DO UPDATE
         SET event_time = excluded.event_time, event_id = excluded.event_id,
-            applied_at = excluded.applied_at, expires_at = excluded.expires_at;
+            applied_at = excluded.applied_at,
+            expires_at = CASE WHEN o.expires_at > excluded.applied_at
+                              THEN greatest(o.expires_at, excluded.expires_at)
+                              ELSE excluded.expires_at END;
     RETURN 'new';
 END
 $$;
@@ -204,6 +222,8 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    now_ timestamptz := clock_timestamp();
 BEGIN
     IF source IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed', MESSAGE = 'source must not be null';
@@ -215,7 +235,8 @@ BEGIN
     IF event_id IS NOT NULL THEN
         PERFORM idem.webhook_order_check(event_id, 'event_id', event_time, 'event_time');
     END IF;
-    IF ttl <= interval '0' THEN
+    -- as idem_webhook reads a ttl: the calendar part first, from now
+    IF now_ + ttl <= now_ THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = 'ttl must be positive';
     END IF;
     IF current_setting('transaction_read_only') = 'on' THEN
@@ -269,8 +290,15 @@ BEGIN
     END IF;
     IF object_id IS NULL OR object_id = '' OR octet_length(object_id) > 255
        OR event_time IS NULL OR NOT isfinite(event_time) THEN
-        status := 'rejected';
         reason := 'malformed';
+    ELSIF object_time IS NULL AND event_time > clock_timestamp() + interval '1 hour' THEN
+        -- a time read from the delivery an hour or more ahead of the clock
+        -- (a clock off, or an unsigned time changed) would hold back every
+        -- later event of the object: refused as a timestamp out of tolerance
+        reason := 'timestamp';
+    END IF;
+    IF reason IS NOT NULL THEN
+        status := 'rejected';
         object_id := NULL;
         event_time := NULL;
         RETURN;

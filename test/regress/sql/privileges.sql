@@ -330,6 +330,19 @@ REVOKE USAGE ON SCHEMA idem FROM regress_idem_monitor;
 REVOKE SELECT ON idem_keys_in_progress FROM regress_idem_monitor;
 REVOKE EXECUTE ON FUNCTION idem.stats_1_3(), idem.purge_backlog() FROM regress_idem_monitor;
 
+-- A maintenance role, with the GRANT of doc/api.md (the admin role here):
+-- it purges expired keys, deliveries and objects' newest events without a
+-- right on the tables or schema idem
+GRANT EXECUTE ON FUNCTION idem_purge(integer), idem_stats_reset() TO regress_idem_admin;
+SELECT idem_webhook_order('regress-priv', 'pi_purged', '2026-01-01 10:00Z', 'evt-purged') AS newest;
+UPDATE idem.webhook_order SET expires_at = now() - interval '1 second' WHERE object_id = 'pi_purged';
+UPDATE idem.webhooks SET expires_at = now() - interval '1 second' WHERE event_id = 'evt-purged';
+SET ROLE regress_idem_admin;
+SELECT idem_purge() >= 2 AS purged;
+RESET ROLE;
+SELECT count(*) AS left_behind FROM idem.webhook_order WHERE object_id = 'pi_purged';
+REVOKE EXECUTE ON FUNCTION idem_purge(integer), idem_stats_reset() FROM regress_idem_admin;
+
 --
 -- SECURITY DEFINER functions must pin search_path
 --

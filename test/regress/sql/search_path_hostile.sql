@@ -52,6 +52,8 @@ CREATE FUNCTION decoy.op(xid, xid) RETURNS boolean
 LANGUAGE sql AS $$ SELECT decoy.fired('an operator on xid') $$;
 CREATE FUNCTION decoy.op(timestamptz, timestamptz) RETURNS boolean
 LANGUAGE sql AS $$ SELECT decoy.fired('an operator on timestamptz') $$;
+CREATE FUNCTION decoy.op(tid, tid) RETURNS boolean
+LANGUAGE sql AS $$ SELECT decoy.fired('an operator on tid') $$;
 CREATE FUNCTION decoy.plus(timestamptz, interval) RETURNS timestamptz
 LANGUAGE sql AS $$ SELECT CASE WHEN decoy.fired('timestamptz + interval') THEN $1 END $$;
 CREATE FUNCTION decoy.minus(timestamptz, timestamptz) RETURNS interval
@@ -61,7 +63,7 @@ DECLARE
     op text;
     t text;
 BEGIN
-    FOREACH t IN ARRAY ARRAY['text', 'integer', 'bytea', 'xid', 'timestamptz'] LOOP
+    FOREACH t IN ARRAY ARRAY['text', 'integer', 'bytea', 'xid', 'timestamptz', 'tid'] LOOP
         FOREACH op IN ARRAY ARRAY['=', '<>', '<', '<=', '>', '>='] LOOP
             EXECUTE format('CREATE OPERATOR decoy.%s (LEFTARG = %s, RIGHTARG = %s, FUNCTION = decoy.op)',
                            op, t, t);
@@ -115,7 +117,16 @@ SELECT idem_complete('hostile-9');
 -- a webhook event, then its duplicate
 SELECT idem_webhook('stripe', 'evt_hostile_1') AS first;
 SELECT idem_webhook('stripe', 'evt_hostile_1') AS first;
+-- in order: an event, then an older one
+SELECT idem_webhook_order('stripe', 'pi_hostile', '2026-01-01 10:00Z', 'evt_hostile_2') AS newest,
+       idem_webhook_order('stripe', 'pi_hostile', '2026-01-01 09:00Z', 'evt_hostile_3') AS older;
 RESET search_path;
+-- the purge of what expired, the object's newest event among it
+UPDATE idem.webhook_order SET expires_at = now() - interval '1 second' WHERE object_id = 'pi_hostile';
+SET search_path = decoy, pg_catalog, public;
+SELECT idem_purge() >= 1 AS purged;
+RESET search_path;
+SELECT count(*) AS newest_left FROM idem.webhook_order WHERE object_id = 'pi_hostile';
 
 -- what was written
 SELECT scope, key, state, attempt, response

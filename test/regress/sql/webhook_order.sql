@@ -17,6 +17,8 @@ RESET client_min_messages;
 \set s3_sig 'a3254ae79576f738f23e0e285b5e65377eb46d8af7e630fad8875a1b5e55a9be'
 \set s4_body '{"id":"evt_ord_nocreated","object":"event","type":"payment_intent.succeeded","data":{"object":{"id":"pi_ord_1"}}}'
 \set s4_sig '91f4a1d26846efe9cd9013d53fffe156aa365735443f80baa49a4d47a90b566d'
+\set s5_body '{"id":"evt_ord_future","object":"event","type":"payment_intent.succeeded","created":4102444800,"data":{"object":{"id":"pi_ord_1","object":"payment_intent"}}}'
+\set s5_sig 'c18ea3545f214cb103593e2c8c99d6ae0e718e7f95ddbd4eb43787af2779a3d5'
 \set gh_secret 'It''s a Secret to Everybody'
 \set gh_secret_b 'gh-webhook-secret-2'
 \set gh_payload 'Hello, World!'
@@ -73,13 +75,19 @@ SELECT idem_webhook_order('src', 'pi_2', '2026-01-01 09:00Z', 'evt_d') AS other_
 SELECT idem_webhook_order('src2', 'pi_1', '2026-01-01 09:00Z', 'evt_a') AS other_source;
 SELECT source, object_id, event_time, event_id, expires_at - applied_at AS kept
 FROM idem.webhook_order ORDER BY 1, 2;
--- without an event id: the newest time again is a duplicate
+-- without an event id: the newest time again is a duplicate; the newest
+-- is kept for the longest ttl it was applied with
 SELECT idem_webhook_order('seq', 'acct_1', '2026-01-01 10:00Z') AS first,
        idem_webhook_order('seq', 'acct_1', '2026-01-01 10:00Z') AS same_time,
        idem_webhook_order('seq', 'acct_1', '2026-01-01 09:59Z') AS older,
        idem_webhook_order('seq', 'acct_1', '2026-01-01 10:01Z', ttl => '1 hour') AS newer;
-SELECT event_time, event_id, expires_at - applied_at AS kept
+SELECT event_time, event_id, expires_at - applied_at > interval '6 days' AS kept_7_days
 FROM idem.webhook_order WHERE source = 'seq';
+-- a newer event kept for less does not shorten what the newest is kept for
+SELECT idem_webhook_order('seq', 'acct_2', '2026-01-01 10:00Z', ttl => '7 days') AS kept_7_days,
+       idem_webhook_order('seq', 'acct_2', '2026-01-01 10:01Z', ttl => '1 second') AS kept_1_second;
+SELECT event_time, expires_at - applied_at > interval '6 days' AS kept_longest
+FROM idem.webhook_order WHERE source = 'seq' AND object_id = 'acct_2';
 -- a newest event kept past its ttl is forgotten: an older event is new again
 UPDATE idem.webhook_order SET expires_at = now() - interval '1 second' WHERE source = 'seq';
 SELECT idem_webhook_order('seq', 'acct_1', '2026-01-01 09:00Z') AS after_expiry;
@@ -108,6 +116,8 @@ SELECT pg_temp.err($$SELECT idem_webhook_order('src', 'pi_x', now(), '')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_order('src', 'pi_x', now(), repeat('e', 256))$$);
 SELECT pg_temp.err($$SELECT idem_webhook_order('src', 'pi_x', now(), 'e', '0')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_order('src', 'pi_x', now(), 'e', '-1 day')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_order('src', 'pi_x', now(), 'e', '-12 months +360 days')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_order('src', 'pi_x', now(), NULL, '-12 months +360 days')$$);
 BEGIN READ ONLY;
 SELECT pg_temp.err($$SELECT idem_webhook_order('src', 'pi_x', now(), 'e')$$);
 COMMIT;
@@ -131,7 +141,8 @@ SELECT * FROM (VALUES
   ('created', :'s1_body', :'s1_sig'),
   ('processing', :'s2_body', :'s2_sig'),
   ('succeeded', :'s3_body', :'s3_sig'),
-  ('no_created', :'s4_body', :'s4_sig')
+  ('no_created', :'s4_body', :'s4_sig'),
+  ('in_2100', :'s5_body', :'s5_sig')
 ) AS e(name, body, sig);
 CREATE FUNCTION pg_temp.deliver(n text) RETURNS SETOF record LANGUAGE sql AS $$
     SELECT r.* FROM pg_temp.stripe_events e,
@@ -175,6 +186,16 @@ SELECT * FROM idem_webhook_receive_ordered('o-github', :'gh_payload',
     object => 'repo/1', object_time => '2026-01-01 10:00Z');
 SELECT pg_temp.err($$SELECT idem_webhook_receive_ordered('o-github', 'x', '{}', object => '')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_receive_ordered('o-github', 'x', '{}', object_time => '-infinity')$$);
+
+-- an event dated more than an hour ahead (Adyen does not sign eventDate):
+-- rejected, nothing written; a time the handler gives is its own
+SELECT * FROM pg_temp.deliver('in_2100') AS r(status text, event_id text, reason text, object_id text, event_time timestamptz);
+SELECT count(*) AS in_2100_recorded FROM idem.webhooks WHERE event_id = 'evt_ord_future';
+SELECT status, event_id, reason, object_id
+FROM idem_webhook_receive_ordered('o-github', :'gh_payload',
+    jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig', 'X-GitHub-Delivery', 'gh-ord-2'),
+    object => 'repo/2', object_time => now() + interval '2 hours');
+SELECT count(*) AS future_recorded FROM idem.webhooks WHERE event_id = 'gh-ord-2';
 
 -- the readers never raise: bodies that are not JSON, or lack the fields
 SELECT s, b, o.* FROM

@@ -625,6 +625,7 @@ is( sql('up', $member_oids_q . q{ AND NOT (classid = 'pg_proc'::regclass
                       'idem_http_respond_retryable(text, integer, text, text, bigint)'::regprocedure,
                       'idem.webhook_check(text, text, jsonb, inet)'::regprocedure,
                       'idem.webhook_record(text, text, interval)'::regprocedure,
+                      'idem.webhook_order_lock(text, text)'::regprocedure,
                       'idem.webhook_ttl_default()'::regprocedure,
                       'idem.webhook_json(text)'::regprocedure,
                       'idem.webhook_object(text, jsonb)'::regprocedure,
