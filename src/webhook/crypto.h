@@ -1,7 +1,7 @@
 /*
  * crypto.h
  *		The crypto of the webhook code: the secrets and OpenSSL objects of a
- *		call, MACs, keys and their cache, signatures.
+ *		call, MACs, keys and their cache, certificate chains, signatures.
  *
  * The second layer (crypto_*.c), all over OpenSSL's libcrypto, never
  * hand-written: it may call the wire format (wire.h), never a scheme
@@ -77,6 +77,28 @@ extern STACK_OF(X509) *idem_verify_pem_certificates(Slice text);
 extern void idem_verify_track_certificate(X509 *cert);
 extern EVP_PKEY_CTX *idem_verify_rsa_verifier(EVP_PKEY *key, const EVP_MD *md,
 											  bool *new_ctx);
+
+/*
+ * Certificate chains (crypto_chain.c): the roots of a secret, and chains
+ * checked against them at a given time
+ */
+typedef struct VerifyRoots
+{
+	X509_STORE *store;			/* the self-signed certificates: trust anchors */
+	STACK_OF(X509) *intermediates;	/* the others: links a chain may use */
+} VerifyRoots;
+
+typedef enum VerifyRootsStatus
+{
+	VERIFY_ROOTS_OK,
+	VERIFY_ROOTS_MALFORMED,		/* not only well-formed certificates */
+	VERIFY_ROOTS_NONE			/* none is self-signed */
+} VerifyRootsStatus;
+
+extern VerifyRootsStatus idem_verify_roots_read(Slice pem, VerifyRoots *roots);
+extern X509 *idem_verify_chain_pem(const VerifyRoots *roots, Slice pem,
+								   int max_certs, int64 at);
+extern bool idem_verify_certificate_cn(X509 *cert, Slice *cn);
 
 /* Digests and signatures (crypto_sign.c) */
 extern unsigned int idem_verify_digest(const EVP_MD *md, const Slice *parts,

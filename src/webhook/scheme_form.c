@@ -18,7 +18,6 @@
 
 #include <openssl/evp.h>
 #include <openssl/x509.h>
-#include <openssl/x509_vfy.h>
 
 #include "webhook/scheme.h"
 
@@ -39,13 +38,6 @@ typedef struct AlipayKey
 	EVP_PKEY  **keys;
 	int			nkeys;
 } AlipayKey;
-
-/* UnionPay's roots (trusted) and intermediates (untrusted) */
-typedef struct UnionpayKey
-{
-	X509_STORE *roots;
-	STACK_OF(X509) *intermediates;
-} UnionpayKey;
 
 pg_noreturn static void alipay_bad_secret(const char *detail, const char *hint);
 
@@ -232,20 +224,6 @@ idem_alipay_keys_verify(void *k, const EVP_MD *md, const Slice *parts, int npart
 #define UNIONPAY_SECRET_HINT \
 	"Use UnionPay's root and intermediate certificates (the SDK's acp_prod_root.cer and acp_prod_middle.cer), in PEM."
 
-/* Release an X509_STORE (for idem_verify_track) */
-static void
-release_store(void *p)
-{
-	X509_STORE_free((X509_STORE *) p);
-}
-
-/* Release a stack of certificates without the certificates (for idem_verify_track) */
-static void
-release_stack(void *p)
-{
-	sk_X509_free((STACK_OF(X509) *) p);
-}
-
 /*
  * A UnionPay secret: its root and intermediate certificates, PEM, one or
  * several, in any order.  The self-signed ones are the trust anchors, the
@@ -254,53 +232,27 @@ release_stack(void *p)
 void *
 idem_unionpay_prepare(Slice secret)
 {
-	UnionpayKey *key = palloc0(sizeof(UnionpayKey));
-	STACK_OF(X509) *certs = idem_verify_pem_certificates(secret);
-	int			nroots = 0;
+	VerifyRoots *key = palloc0(sizeof(VerifyRoots));
 
-	if (certs == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("webhook secret is not UnionPay's certificates"),
-				 errdetail("A \"unionpay\" secret holds \"CERTIFICATE\" blocks in PEM, well formed, and nothing else."),
-				 errhint(UNIONPAY_SECRET_HINT)));
-	key->roots = X509_STORE_new();
-	if (key->roots == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
-	idem_verify_track(key->roots, release_store);
-	key->intermediates = sk_X509_new_null();
-	if (key->intermediates == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OUT_OF_MEMORY),
-				 errmsg("out of memory")));
-	idem_verify_track(key->intermediates, release_stack);
-
-	for (int i = 0; i < sk_X509_num(certs); i++)
+	switch (idem_verify_roots_read(secret, key))
 	{
-		X509	   *cert = sk_X509_value(certs, i);
-		bool		ok;
-
-		/* the store and the stack share the certificates, freed with certs */
-		if (X509_self_signed(cert, 1) == 1)
-		{
-			ok = X509_STORE_add_cert(key->roots, cert) == 1;
-			nroots++;
-		}
-		else
-			ok = sk_X509_push(key->intermediates, cert) > 0;
-		if (!ok)
+		case VERIFY_ROOTS_OK:
+			break;
+		case VERIFY_ROOTS_MALFORMED:
 			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory")));
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("webhook secret is not UnionPay's certificates"),
+					 errdetail("A \"unionpay\" secret holds \"CERTIFICATE\" blocks in PEM, well formed, and nothing else."),
+					 errhint(UNIONPAY_SECRET_HINT)));
+			break;
+		case VERIFY_ROOTS_NONE:
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("webhook secret holds no root certificate"),
+					 errdetail("A \"unionpay\" secret holds UnionPay's self-signed root certificate, where chains end, and its intermediate certificates."),
+					 errhint(UNIONPAY_SECRET_HINT)));
+			break;
 	}
-	if (nroots == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("webhook secret holds no root certificate"),
-				 errdetail("A \"unionpay\" secret holds UnionPay's self-signed root certificate, where chains end, and its intermediate certificates."),
-				 errhint(UNIONPAY_SECRET_HINT)));
 	return key;
 }
 
@@ -330,45 +282,6 @@ unionpay_cn_names_company(const char *cn, size_t len)
 }
 
 /*
- * Is the form's signing certificate UnionPay's: it chains to the
- * configured roots (through the configured intermediates) and every
- * certificate of the chain is valid now, and its subject has one CN, which
- * names the company?  No purpose or key usage is required of it (the SDK
- * requires none); revocation is not checked (nor does the SDK).  Nothing
- * here raises an error while OpenSSL holds something.
- */
-static bool
-unionpay_certificate_trusted(UnionpayKey *key, X509 *cert)
-{
-	X509_STORE_CTX *ctx = X509_STORE_CTX_new();
-	X509_NAME  *subject;
-	int			at;
-	unsigned char *cn = NULL;
-	int			cnlen;
-	bool		ok;
-
-	if (ctx == NULL)
-		return false;
-	ok = X509_STORE_CTX_init(ctx, key->roots, cert, key->intermediates) == 1 &&
-		X509_verify_cert(ctx) == 1;
-	X509_STORE_CTX_free(ctx);
-	if (!ok)
-		return false;
-
-	subject = X509_get_subject_name(cert);
-	at = X509_NAME_get_index_by_NID(subject, NID_commonName, -1);
-	if (at < 0 || X509_NAME_get_index_by_NID(subject, NID_commonName, at) >= 0)
-		return false;
-	cnlen = ASN1_STRING_to_UTF8(&cn,
-								X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, at)));
-	if (cnlen < 0)
-		return false;
-	ok = unionpay_cn_names_company((const char *) cn, cnlen);
-	OPENSSL_free(cn);
-	return ok;
-}
-
-/*
  * UnionPay's backend notification (全渠道, version 5.1.0, signMethod 01):
  * signPubKeyCert is the signer's certificate in PEM, signature the base64
  * SHA256withRSA signature of the lowercase hex SHA-256 of the signed
@@ -381,13 +294,13 @@ bool
 idem_unionpay_verify(void *k, const VerifyRequest *req)
 {
 	static const char *const skip[] = {"signature", NULL};
-	UnionpayKey *key = k;
+	VerifyRoots *key = k;
 	Form		form;
 	Slice		value;
 	Slice		signature;
 	Slice		pem;
-	STACK_OF(X509) *certs;
 	X509	   *cert;
+	Slice		cn;
 	EVP_PKEY   *pkey;
 	uint8	   *sig;
 	size_t		siglen;
@@ -408,12 +321,16 @@ idem_unionpay_verify(void *k, const VerifyRequest *req)
 	if (sig == NULL)
 		return false;
 
-	/* exactly one certificate, UnionPay's */
-	certs = idem_verify_pem_certificates(pem);
-	if (certs == NULL || sk_X509_num(certs) != 1)
-		return false;
-	cert = sk_X509_value(certs, 0);
-	if (!unionpay_certificate_trusted(key, cert))
+	/*
+	 * exactly one certificate, UnionPay's: it chains to the configured roots
+	 * (through the configured intermediates), every certificate of the chain
+	 * valid now, and its subject has one CN, which names the company.  No
+	 * purpose or key usage is required of it, and revocation is not checked
+	 * (nor does the SDK).
+	 */
+	cert = idem_verify_chain_pem(key, pem, 1, (int64) time(NULL));
+	if (cert == NULL || !idem_verify_certificate_cn(cert, &cn) ||
+		!unionpay_cn_names_company(cn.data, cn.len))
 		return false;
 	pkey = X509_get0_pubkey(cert);
 	if (pkey == NULL || !EVP_PKEY_is_a(pkey, "RSA"))
