@@ -80,12 +80,13 @@ extern EVP_PKEY_CTX *idem_verify_rsa_verifier(EVP_PKEY *key, const EVP_MD *md,
 
 /*
  * Certificate chains (crypto_chain.c): the roots of a secret, and chains
- * checked against them at a given time
+ * checked against them at a given time, kept per backend once verified
  */
 typedef struct VerifyRoots
 {
 	X509_STORE *store;			/* the self-signed certificates: trust anchors */
 	STACK_OF(X509) *intermediates;	/* the others: links a chain may use */
+	uint8		digest[VERIFY_MAC_LEN]; /* SHA-256 of their text, for the cache */
 } VerifyRoots;
 
 typedef enum VerifyRootsStatus

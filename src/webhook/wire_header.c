@@ -207,3 +207,14 @@ idem_timestamp_acceptable(int64 secs, double tolerance_usecs)
 		diff = -diff;
 	return (double) diff <= tolerance_usecs;
 }
+
+/* Days from 1970-01-01 to a date of the proleptic Gregorian calendar */
+int64
+idem_days_since_epoch(int year, int month, int day)
+{
+	/* a year starting in March puts February, and its leap day, last */
+	int64		y = year - (month <= 2);
+	int64		m = month <= 2 ? month + 9 : month - 3;
+
+	return 365 * y + y / 4 - y / 100 + y / 400 + (153 * m + 2) / 5 + day - 1 - 719468;
+}
