@@ -8,7 +8,7 @@
 -- stale is false (or "rejected").  Only what the application configures
 -- (scheme, secret, tolerance, ttl) raises errors, before the request is read.
 --
--- The schemes whose signatures are RSA (alipay, unionpay, wechatpay) or
+-- The schemes whose signatures are RSA (alipay, unionpay, wechatpay, paypal) or
 -- Ed25519 (standard/svix "whpk_" keys), and AES-GCM decryption, need
 -- cryptography that pgcrypto does not have: they raise feature_not_supported
 -- (0A000) naming the C edition, where the C edition would check the secret.
@@ -202,10 +202,10 @@ BEGIN
     END IF;
     IF scheme <> ALL (ARRAY['stripe', 'standard', 'svix', 'github', 'shopify', 'razorpay',
                             'checkout', 'paddle', 'adyen', 'adyen_platform', 'square', 'paystack',
-                            'airwallex', 'alipay', 'antom', 'unionpay', 'wechatpay']) THEN
+                            'airwallex', 'alipay', 'antom', 'unionpay', 'wechatpay', 'paypal']) THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('unknown webhook signature scheme "%s"', scheme),
-            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "square", "paystack", "airwallex", "alipay", "antom", "unionpay", "wechatpay".';
+            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "square", "paystack", "airwallex", "alipay", "antom", "unionpay", "wechatpay", "paypal".';
     END IF;
     RETURN scheme;
 END
@@ -219,6 +219,57 @@ LANGUAGE sql IMMUTABLE
 RETURN ARRAY['0A000', what || ' needs idem''s C edition', why,
              'idem_sql verifies the HMAC schemes only; install the extension idem where the server can load its library.'];
 REVOKE ALL ON FUNCTION idem.wh_c_only(text, text) FROM PUBLIC;
+
+-- The C edition's 22023 errors of a "paypal" secret that is not a JSON
+-- object of the strings webhook_id, subject and roots: its shape only, the
+-- certificates in roots are not read (idem_sql/DIFFERENCES.md)
+CREATE OR REPLACE FUNCTION idem.wh_paypal_secret(secret text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+DECLARE
+    fmt constant text := 'A "paypal" secret is a JSON object of three strings: "webhook_id", the webhook''s ID; "subject", the common name of PayPal''s signing certificate; "roots", the certificates it must chain to, PEM.';
+    j jsonb;
+    m text;
+BEGIN
+    BEGIN
+        j := secret::jsonb;
+    EXCEPTION WHEN others THEN
+        j := NULL;
+    END;
+    IF jsonb_typeof(j) IS DISTINCT FROM 'object'
+       OR EXISTS (SELECT FROM jsonb_each(j) e(k, v)
+                  WHERE k <> ALL (ARRAY['webhook_id', 'subject', 'roots'])
+                     OR jsonb_typeof(v) <> 'string')
+       OR EXISTS (SELECT FROM json_object_keys(secret::json) k GROUP BY k HAVING count(*) > 1) THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'webhook secret is not a PayPal configuration', DETAIL = fmt,
+            HINT = 'Check for a misspelt or missing member, or a PEM whose line breaks are not written \n.';
+    END IF;
+    FOREACH m IN ARRAY ARRAY['webhook_id', 'subject', 'roots'] LOOP
+        IF NOT j ? m THEN
+            RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+                MESSAGE = format('webhook secret has no "%s"', m), DETAIL = fmt;
+        END IF;
+    END LOOP;
+    IF j->>'webhook_id' !~ '^[A-Za-z0-9_-]+$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'webhook secret''s "webhook_id" is not a webhook ID', DETAIL = fmt,
+            HINT = 'Copy the webhook ID from the app''s page in PayPal''s developer dashboard.';
+    END IF;
+    IF j->>'subject' !~ '^[A-Za-z0-9.-]+$' THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'webhook secret''s "subject" is not a host name', DETAIL = fmt,
+            HINT = 'Give the common name alone, such as messageverificationcerts.paypal.com.';
+    END IF;
+    IF strpos(j->>'roots', '-----BEGIN CERTIFICATE-----') = 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+            MESSAGE = 'webhook secret''s "roots" are not certificates', DETAIL = fmt,
+            HINT = '"roots" holds "CERTIFICATE" blocks in PEM, well formed, and nothing else.';
+    END IF;
+END
+$$;
+REVOKE ALL ON FUNCTION idem.wh_paypal_secret(text) FROM PUBLIC;
 
 -- The HMAC key of a secret (not NULL, checked) of a known scheme, as its
 -- sender keys the HMAC; an error, before any request is read, for a
@@ -290,6 +341,9 @@ BEGIN
         ok := idem.wh_raise_if(idem.wh_c_only('scheme "unionpay"', 'UnionPay signs its notifications with RSA (SHA256withRSA) by certificates checked against a chain, which pgcrypto cannot verify.'));
     WHEN 'wechatpay' THEN
         ok := idem.wh_raise_if(idem.wh_c_only('scheme "wechatpay"', 'WeChat Pay signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.'));
+    WHEN 'paypal' THEN
+        PERFORM idem.wh_paypal_secret(secret);
+        ok := idem.wh_raise_if(idem.wh_c_only('scheme "paypal"', 'PayPal signs its webhooks with RSA (SHA256withRSA) by certificates checked against a chain, which pgcrypto cannot verify.'));
     ELSE
         -- stripe, paddle, github, shopify, razorpay, checkout, paystack,
         -- airwallex: the text as given
@@ -545,7 +599,7 @@ DECLARE
     f text[];
 BEGIN
     CASE scheme
-    WHEN 'stripe', 'checkout', 'wechatpay' THEN
+    WHEN 'stripe', 'checkout', 'wechatpay', 'paypal' THEN
         id := idem.wh_json_member(payload, 'id');
     WHEN 'paddle' THEN
         id := idem.wh_json_member(payload, 'event_id');

@@ -107,4 +107,8 @@ extern bool idem_antom_verify(void *key, const VerifyRequest *req);
 extern void *idem_wechatpay_prepare(Slice secret);
 extern bool idem_wechatpay_verify(void *key, const VerifyRequest *req);
 
+/* PayPal (scheme_paypal.c) */
+extern void *idem_paypal_prepare(Slice secret);
+extern bool idem_paypal_verify(void *key, const VerifyRequest *req);
+
 #endif							/* IDEM_WEBHOOK_SCHEME_H */

@@ -64,6 +64,8 @@ static const VerifyScheme schemes[] = {
 	event_id_form, "queryId", "encoding"},
 	{"wechatpay", idem_wechatpay_prepare, idem_wechatpay_verify, true,
 	event_id_member, "id"},
+	{"paypal", idem_paypal_prepare, idem_paypal_verify, true,
+	event_id_member, "id"},
 };
 
 /* The scheme of that name, or NULL */

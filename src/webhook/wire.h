@@ -40,13 +40,15 @@ extern bool idem_find_header(Jsonb *headers, const char *name, Slice *value);
 extern bool idem_parse_unix_seconds(Slice s, int64 *secs);
 extern bool idem_timestamp_acceptable(int64 secs, double tolerance_usecs);
 extern int64 idem_days_since_epoch(int year, int month, int day);
+extern bool idem_parse_iso8601(Slice s, int64 *secs);
 
-/* Hex and base64 (wire_codec.c) */
+/* Hex, base64 and CRC-32 (wire_codec.c) */
 extern int	idem_hex_value(char c);
 extern bool idem_decode_hex(Slice s, uint8 *out, size_t outlen);
 extern char *idem_encode_hex(const uint8 *in, size_t len);
 extern ssize_t idem_base64_decode_canonical(Slice text, uint8 *out);
 extern bool idem_decode_b64_mac(Slice s, uint8 *mac);
+extern uint32 idem_crc32(Slice s);
 
 /*
  * Forms (wire_form.c): application/x-www-form-urlencoded bodies, as the
@@ -79,5 +81,7 @@ extern IdemJsonAction idem_json_container_end(void *state);
 extern bool idem_json_nul_escapes_as(Slice json, char n, Slice *copy);
 extern bool idem_json_member_string(Slice json, const char *name,
 									Slice *value);
+extern bool idem_json_object_strings(Slice json, const char *const *names,
+									 Slice *values);
 
 #endif							/* IDEM_WEBHOOK_WIRE_H */

@@ -1,13 +1,15 @@
 /*
  * wire_codec.c
  *		Wire format: hex and canonical base64, as signatures and keys are
- *		written in headers and secrets.
+ *		written in headers and secrets, and the CRC-32 of a body.
  *
- * May call: libc, and palloc for an encoding.  Every decoder answers
- * false (or -1) on anything that is not exactly the encoding and never
- * raises an error.
+ * May call: libc, palloc for an encoding, and the server's CRC-32.  Every
+ * decoder answers false (or -1) on anything that is not exactly the
+ * encoding and never raises an error.
  */
 #include "postgres.h"
+
+#include "utils/pg_crc.h"
 
 #include "webhook/wire.h"
 
@@ -134,4 +136,21 @@ idem_decode_b64_mac(Slice s, uint8 *mac)
 		return false;
 	memcpy(mac, buf, VERIFY_MAC_LEN);
 	return true;
+}
+
+/*
+ * The CRC-32 of s as zlib's crc32() computes it (ISO-HDLC, Ethernet's),
+ * which is the server's "traditional" CRC-32, not its "legacy" one (which
+ * differs).  A checksum, not cryptography: a sender that signs it signs
+ * the checksum of its body.
+ */
+uint32
+idem_crc32(Slice s)
+{
+	pg_crc32	crc;
+
+	INIT_TRADITIONAL_CRC32(crc);
+	COMP_TRADITIONAL_CRC32(crc, s.data, s.len);
+	FIN_TRADITIONAL_CRC32(crc);
+	return crc;
 }

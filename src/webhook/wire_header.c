@@ -1,7 +1,7 @@
 /*
  * wire_header.c
  *		Wire format, first layer of the webhook code: slices of the request,
- *		its headers, the lists inside a header, and unix timestamps.
+ *		its headers, the lists inside a header, unix and ISO 8601 timestamps.
  *
  * May call: the server and libc only.  The request comes from whoever can
  * reach the application's endpoint, so every reader here answers false on
@@ -208,6 +208,20 @@ idem_timestamp_acceptable(int64 secs, double tolerance_usecs)
 	return (double) diff <= tolerance_usecs;
 }
 
+/* n decimal digits at s, into *value; false if they are not all digits */
+static bool
+parse_digits(const char *s, int n, int *value)
+{
+	*value = 0;
+	for (int i = 0; i < n; i++)
+	{
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		*value = *value * 10 + (s[i] - '0');
+	}
+	return true;
+}
+
 /* Days from 1970-01-01 to a date of the proleptic Gregorian calendar */
 int64
 idem_days_since_epoch(int year, int month, int day)
@@ -217,4 +231,63 @@ idem_days_since_epoch(int year, int month, int day)
 	int64		m = month <= 2 ? month + 9 : month - 3;
 
 	return 365 * y + y / 4 - y / 100 + y / 400 + (153 * m + 2) / 5 + day - 1 - 719468;
+}
+
+/*
+ * An ISO 8601 date and time as RFC 3339 writes it, into unix seconds:
+ * "YYYY-MM-DDTHH:MM:SS", then optional fractional seconds (dropped), then
+ * "Z" or an offset "+HH:MM" or "-HH:MM".  Years 1970 to 9999, real dates
+ * only, no leap second; anything else is false.
+ */
+bool
+idem_parse_iso8601(Slice s, int64 *secs)
+{
+	static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+	const char *p = s.data;
+	const char *end = s.data + s.len;
+	int			year,
+				month,
+				day,
+				hour,
+				minute,
+				second,
+				off_h = 0,
+				off_m = 0;
+	int			sign = 0;
+
+	if (s.len < 20 ||
+		!parse_digits(p, 4, &year) || p[4] != '-' ||
+		!parse_digits(p + 5, 2, &month) || p[7] != '-' ||
+		!parse_digits(p + 8, 2, &day) || p[10] != 'T' ||
+		!parse_digits(p + 11, 2, &hour) || p[13] != ':' ||
+		!parse_digits(p + 14, 2, &minute) || p[16] != ':' ||
+		!parse_digits(p + 17, 2, &second))
+		return false;
+	p += 19;
+	if (*p == '.')
+	{
+		p++;
+		if (p == end || *p < '0' || *p > '9')
+			return false;
+		while (p < end && *p >= '0' && *p <= '9')
+			p++;
+	}
+	if (p < end && *p == 'Z')
+		p++;
+	else if (end - p == 6 && (*p == '+' || *p == '-') &&
+			 parse_digits(p + 1, 2, &off_h) && p[3] == ':' &&
+			 parse_digits(p + 4, 2, &off_m) && off_h < 24 && off_m < 60)
+	{
+		sign = *p == '+' ? 1 : -1;
+		p += 6;
+	}
+	if (p != end || year < 1970 || month < 1 || month > 12 || day < 1 ||
+		day > mdays[month - 1] || hour > 23 || minute > 59 || second > 59 ||
+		(month == 2 && day == 29 &&
+		 !(year % 4 == 0 && (year % 100 != 0 || year % 400 == 0))))
+		return false;
+
+	*secs = idem_days_since_epoch(year, month, day) * SECS_PER_DAY + hour * SECS_PER_HOUR + minute * SECS_PER_MINUTE +
+		second - sign * (off_h * SECS_PER_HOUR + off_m * SECS_PER_MINUTE);
+	return true;
 }

@@ -1,7 +1,8 @@
 /*
  * wire_json.c
- *		Wire format: JSON bodies read without ever raising an error, and the
- *		string member of the root object that holds an event id.
+ *		Wire format: JSON bodies read without ever raising an error, the
+ *		string member of the root object that holds an event id, and objects
+ *		of strings.
  *
  * May call: the server's JSON parser (only on text it cannot raise an error
  * for, see json_safe_to_parse) and the hex reader of wire_codec.c.
@@ -443,4 +444,106 @@ idem_json_member_string(Slice json, const char *name, Slice *value)
 		json_member_parsed(one, name, value) &&
 		json_member_parsed(two, name, &other) &&
 		value->len == other.len && memcmp(value->data, other.data, value->len) == 0;
+}
+
+/* The reading of idem_json_object_strings */
+typedef struct ObjectStrings
+{
+	int			depth;			/* first, for idem_json_container_end */
+	const char *const *names;
+	Slice	   *values;
+	int			member;			/* index in names of the current member */
+	bool		root_is_object;
+	bool		ok;
+} ObjectStrings;
+
+/* A container starts: only the root may be one, an object */
+static IdemJsonAction
+strings_object_start(void *state)
+{
+	ObjectStrings *o = state;
+
+	if (o->depth == 0)
+		o->root_is_object = true;
+	else
+		o->ok = false;
+	o->depth++;
+	IDEM_JSON_GO_ON;
+}
+
+/* An array starts: never one of the members */
+static IdemJsonAction
+strings_array_start(void *state)
+{
+	ObjectStrings *o = state;
+
+	o->ok = false;
+	o->depth++;
+	IDEM_JSON_GO_ON;
+}
+
+/* A member starts: one of the names, not seen before */
+static IdemJsonAction
+strings_field_start(void *state, char *fname, bool isnull)
+{
+	ObjectStrings *o = state;
+
+	o->member = -1;
+	for (int i = 0; o->names[i] != NULL; i++)
+		if (strcmp(fname, o->names[i]) == 0)
+			o->member = i;
+	if (o->member < 0 || o->values[o->member].data != NULL)
+		o->ok = false;
+	IDEM_JSON_GO_ON;
+}
+
+/* A scalar: a member's string value */
+static IdemJsonAction
+strings_scalar(void *state, char *token, JsonTokenType type)
+{
+	ObjectStrings *o = state;
+
+	if (o->depth != 1 || type != JSON_TOKEN_STRING || o->member < 0)
+		o->ok = false;
+	else
+	{
+		o->values[o->member].data = token;
+		o->values[o->member].len = strlen(token);
+	}
+	IDEM_JSON_GO_ON;
+}
+
+/*
+ * Read json as an object of string members, each named in names (a
+ * NULL-terminated list) and given at most once, into values (one a name,
+ * { NULL, 0 } for a member not given): false, never an error, for
+ * anything else (not well formed, another root, another member, a value
+ * that is not a string, a \u0000 escape).  For a configuration such as a
+ * secret, where a misspelt member must not go unnoticed.
+ */
+bool
+idem_json_object_strings(Slice json, const char *const *names, Slice *values)
+{
+	ObjectStrings o;
+	JsonSemAction sem;
+
+	memset(&o, 0, sizeof(o));
+	o.names = names;
+	o.values = values;
+	o.member = -1;
+	o.ok = true;
+	for (int i = 0; names[i] != NULL; i++)
+	{
+		values[i].data = NULL;
+		values[i].len = 0;
+	}
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &o;
+	sem.object_start = strings_object_start;
+	sem.object_end = idem_json_container_end;
+	sem.array_start = strings_array_start;
+	sem.array_end = idem_json_container_end;
+	sem.object_field_start = strings_field_start;
+	sem.scalar = strings_scalar;
+	return idem_json_parse_quietly(json, &sem) && o.root_is_object && o.ok;
 }

@@ -51,6 +51,13 @@ and the signed strings are built from the gateways' own descriptions:
              SHA256withRSA of "<timestamp>\\n<nonce>\\n<body>\\n", by the key
              of the platform certificate whose serial (upper-case hex) or of
              the WeChat Pay public key whose ID is in Wechatpay-Serial.
+  paypal     PAYPAL-TRANSMISSION-SIG is the base64 SHA256withRSA of
+             "<PAYPAL-TRANSMISSION-ID>|<PAYPAL-TRANSMISSION-TIME>|<webhook
+             id>|<zlib CRC-32 of the body, unsigned decimal>" (PayPal's SDKs),
+             by the key of the certificate the application passes in
+             PAYPAL-CERT-PEM (with its intermediate, or that in the secret),
+             which chains to the secret's root; PAYPAL-AUTH-ALGO is
+             SHA256withRSA; the secret is JSON (webhook_id, subject, roots).
 
 Each genuine delivery comes with mutants, each one bit away from it: in the
 body, the signature, the timestamp (where it is signed), a header's name
@@ -87,6 +94,7 @@ import string
 import sys
 import time
 import urllib.parse
+import zlib
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -1375,6 +1383,85 @@ class Wechatpay:
         return any(rsa_verify(k, raw, signed, hashes.SHA256()) for k in keys)
 
 
+class Paypal:
+    """PayPal: a certificate chain to the secret's root, then the
+    signature of the transmission id, time, webhook id and body's CRC-32"""
+    scheme = 'paypal'
+    subject = 'messageverificationcerts.paypal.com'
+    iso = re.compile(r'^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-]\d{2}:\d{2})$')
+
+    def __init__(self, rng):
+        root_key, middle_key = rsa_key(), rsa_key()
+        root_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, 'Differential PayPal Root')])
+        middle_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, 'Differential PayPal CA')])
+        root = certificate(root_key, root_name, ca=True)
+        middle = certificate(middle_key, middle_name, root_key, root_name, ca=True)
+        self.key = rsa_key()
+        name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, 'PayPal, Inc.'),
+                          x509.NameAttribute(NameOID.COMMON_NAME, self.subject)])
+        signer = certificate(self.key, name, middle_key, middle_name)
+        self.webhook_id = rng.word(17, 17, string.ascii_uppercase + string.digits)
+        # the intermediate kept in the secret, or sent with the certificate
+        self.pems = {'paypal': cert_pem(signer),
+                     'paypal_chain': cert_pem(signer) + cert_pem(middle)}
+        self.sources = {
+            'paypal': json.dumps({'webhook_id': self.webhook_id, 'subject': self.subject,
+                                  'roots': cert_pem(middle) + cert_pem(root)}),
+            'paypal_chain': json.dumps({'roots': cert_pem(root), 'subject': self.subject.upper(),
+                                        'webhook_id': self.webhook_id}),
+        }
+        self.ids = set()
+
+    def names(self):
+        return ['PAYPAL-TRANSMISSION-ID', 'PAYPAL-TRANSMISSION-TIME', 'PAYPAL-TRANSMISSION-SIG',
+                'PAYPAL-AUTH-ALGO', 'PAYPAL-CERT-PEM']
+
+    def signed(self, tid, when, payload):
+        """What PayPal signs"""
+        return ('%s|%s|%s|%d' % (tid, when, self.webhook_id, zlib.crc32(payload))).encode('utf-8')
+
+    def make(self, rng, source, now):
+        st = header_style(rng, self.names() + ['PAYPAL-CERT-URL'])
+        if rng.random() < 0.95:
+            eid = unique(self.ids, lambda: 'WH-' + rng.word(17, 17, string.ascii_uppercase + string.digits)
+                         + '-' + rng.word(17, 17, string.ascii_uppercase + string.digits))
+            payload = json_event(rng, 'id', eid)
+        else:
+            eid, payload = None, rng.body_text().encode('utf-8')
+        t = datetime.datetime.fromtimestamp(now - rng.randint(0, MAX_AGE), datetime.timezone.utc)
+        when = t.strftime('%Y-%m-%dT%H:%M:%S') + rng.choice(['Z', 'Z', '.%03dZ' % rng.randint(0, 999)])
+        tid = rng.uuid()
+        sig = b64(self.key.sign(self.signed(tid, when, payload), padding.PKCS1v15(), hashes.SHA256()))
+        headers = noise_headers(rng, st) + [
+            [st['PAYPAL-TRANSMISSION-ID'], tid], [st['PAYPAL-TRANSMISSION-TIME'], when],
+            [st['PAYPAL-TRANSMISSION-SIG'], sig], [st['PAYPAL-AUTH-ALGO'], 'SHA256withRSA'],
+            [st['PAYPAL-CERT-URL'], 'https://api.paypal.com/v1/notifications/certs/CERT-' + rng.uuid()],
+            [st['PAYPAL-CERT-PEM'], self.pems[source]]]
+        rng.shuffle(headers)
+        d = Delivery(payload, headers, eid)
+        d.target('body', 'body', 0, len(payload))
+        d.target('signature', *d.header_value_span(st['PAYPAL-TRANSMISSION-SIG'], 0, len(sig)))
+        d.target('timestamp', *d.header_value_span(st['PAYPAL-TRANSMISSION-TIME'], 0, len(when)))
+        d.target('field', *d.header_value_span(st['PAYPAL-TRANSMISSION-ID'], 0, len(tid)))
+        for n in self.names():
+            d.target('header', 'name', [k for k, _ in d.headers].index(st[n]))
+        return d
+
+    def verify(self, source, payload, headers):
+        tid, when, sig, algo, pem = (header(headers, n) for n in self.names())
+        if None in (tid, when, sig, algo, pem) or tid == '' or '|' in tid or algo != 'SHA256withRSA':
+            return False
+        m = self.iso.match(when)
+        raw = b64_strict(sig)
+        if m is None or raw is None or pem != self.pems[source]:
+            return False
+        try:
+            datetime.datetime(*(int(x) for x in m.groups()[:6]))
+        except ValueError:
+            return False
+        return rsa_verify(self.key.public_key(), raw, self.signed(tid, when, payload), hashes.SHA256())
+
+
 # ---- output -----------------------------------------------------------------
 
 def copy_field(value):
@@ -1411,6 +1498,7 @@ def main():
         Antom(rng),
         Unionpay(rng),
         Wechatpay(rng),
+        Paypal(rng),
     ]
     kinds = ['genuine', 'body', 'signature', 'timestamp', 'header', 'field']
     now = int(time.time())
@@ -1433,7 +1521,7 @@ def main():
                     sys.exit('%s: a genuine delivery does not verify here: %r %r'
                              % (source, d.payload, d.headers))
                 want_id = d.event_id
-                if s.scheme in ('stripe', 'checkout', 'wechatpay', 'paddle'):
+                if s.scheme in ('stripe', 'checkout', 'wechatpay', 'paddle', 'paypal'):
                     want_id = json_member_string(d.payload, 'event_id' if s.scheme == 'paddle' else 'id')
                     if want_id != d.event_id:
                         sys.exit('%s: the event id %r reads back as %r' % (source, d.event_id, want_id))

@@ -32,6 +32,17 @@ sub new
 	return $self;
 }
 
+# A psql \set line giving $value to variable $name: backslashes and quotes
+# doubled, newlines as \n
+sub psql_set
+{
+	my ($class, $name, $value) = @_;
+	$value =~ s/\\/\\\\/g;
+	$value =~ s/'/''/g;
+	$value =~ s/\n/\\n/g;
+	return "\\set $name '$value'";
+}
+
 # Run a command and return its standard output; die with its standard
 # error if it fails (which is kept quiet otherwise)
 sub run

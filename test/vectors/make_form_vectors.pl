@@ -36,14 +36,11 @@ use FormVectors;
 my $fv = FormVectors->new(tempdir(CLEANUP => 1));
 my @out;
 
-# A \set line: backslashes doubled, quotes doubled, newlines as \n
+# A \set line
 sub setvar
 {
 	my ($name, $value) = @_;
-	$value =~ s/\\/\\\\/g;
-	$value =~ s/'/''/g;
-	$value =~ s/\n/\\n/g;
-	push @out, "\\set $name '$value'";
+	push @out, FormVectors->psql_set($name, $value);
 	return;
 }
 

@@ -5,7 +5,8 @@ RESET client_min_messages;
 -- Webhook sources: idem_webhook_source_set and _drop, the view
 -- idem_webhook_sources, and idem_webhook_receive.  The secrets and the
 -- signed requests are fixed vectors of webhook_verify.sql,
--- webhook_hmac.sql, webhook_forms.sql and webhook_wechatpay.sql (copied).
+-- webhook_hmac.sql, webhook_forms.sql, webhook_wechatpay.sql and
+-- webhook_paypal.sql (copied).
 \set stripe_secret 'whsec_5WbX5kEWLlfzsGNjH64I8lOOqUB6e9FH'
 \set stripe_secret_b 'whsec_Qm7nRk2pLx9TzV4cY8dJ3fH6gW1sA0eB'
 \set stripe_t '1700000000'
@@ -68,6 +69,14 @@ RESET client_min_messages;
 \set nonce '5K8264ILTKCH16CQ2502SI8ZNMTM67VS'
 \set body '{"id":"EV-2018022511223320873","create_time":"2023-11-15T06:13:20+08:00","resource_type":"encrypt-resource","event_type":"TRANSACTION.SUCCESS","summary":"支付成功","resource":{"original_type":"transaction","algorithm":"AEAD_AES_256_GCM","ciphertext":"hmelYVFfx94TJO2+f5G9xIjCivRjWLY9rjYs5Etu574pUkBpabiTn8J0QdONh6qB2XKtGXqUR5apAEtsR2jzZrOmW5SEuznnzqTzm2Oy6/c5rJUScCDc6welXDZtsuWuTaw1h5Fsr/ygw3rjwDXL6V8A8Mfc9DTqlQQlh3sDgdKl2ZIIwdH1TEDMQb/x2za1OBpvkq4rlTzCAbpgeexHeUixavsPiGTlq2FWwkuvKS8ixK9WTILp7Mk+//2WwFmXxe+8e70n95Tu3pr3VH/tNRdmrjgOjsqEfsSqOkWAjj8ZjJ715pQewxmlKZfP8SU1WQGezEPvWVPKQMGQb9DBaCw5xZIH6VVi/iA7SZiCtv4c4JSnHKlDiaGN4MpVL7EWrnC1f3FAHcYN4BZWJnRQPUxnh2XrD8enM/biL+a/3u7cFZWiZIPiPl7YH7mNhYqSW8kj6Xz8LUhQRHoV0nXh6jWH3sGFhSSxQqS5VYqTmUGktUsmNEAcAKCyCZt71QfYtAE8VBaRL6ArKyAvU9decl2vJyOyX0Y2sVM41HZS3DBNTDo6SoNgyZ+H0L+kBg1mzLKoN5JrtL6nreEI","associated_data":"transaction","nonce":"fdasflkja484"}}'
 \set sig_a 'NLVYM/RpRUzJwMWLo5349CmGyCyyiZUZAScCUxsOzVoG52kEx7qZZCzOS3pwpbMxXggCBkupjnnWc4Fqtbp/Ij1vx7uzn0exvFjM5KQDjerhcGmr8YWJ3RgfNOytc4/2AJqxlb9gTR2145+I5sGvAxwxN5D95tw7cWWnvNCxuOkW8XRFiPcdugeW3gikGSbIe1WDLbLzBUPyh+PuUhyVUziOlRn6JQ1PAnltW0CzRyFmQAx+ZAbeeJZ4xTp+Wf3bV7eWipROnXL+PLR8dQWfnQGYcSOZa9pabORs8sTX5HYBg6chq7mKOJ3zM6BotXuF0UbbwfbGKmsdB7vfnG88pA=='
+\set paypal_root '-----BEGIN CERTIFICATE-----\nMIIDSDCCAjCgAwIBAgIBATANBgkqhkiG9w0BAQsFADA0MRIwEAYDVQQKDAlpZGVt\nIHRlc3QxHjAcBgNVBAMMFWlkZW0gdGVzdCBQYXlQYWwgcm9vdDAgFw0yNDAxMDEw\nMDAwMDBaGA8yMTI0MDEwMTAwMDAwMFowNDESMBAGA1UECgwJaWRlbSB0ZXN0MR4w\nHAYDVQQDDBVpZGVtIHRlc3QgUGF5UGFsIHJvb3QwggEiMA0GCSqGSIb3DQEBAQUA\nA4IBDwAwggEKAoIBAQCqxxeRuvfJ66fY2PJ+aoQX2ZBF/2utryuNMlmwl6LachUw\nrc1gHD5V1TEVMYDogDsfsiaMi4nSksX2dBWkHhMySDJhNaDPLZ12fGyafW+DdV8C\nPeoNwgGVeUGC0RC2PS9DCKFlAy2BP4si53MoEw5Wmo3DE4veH9KEGsq7kYVNIg4J\nAvVg2Nle4okuJLddVhsnbiLzSSxVF8AQoiZzqkIFnRcY+H3pCb1T7JZ4hYr5u2T8\nDO6ZbYcjznEyVmcHKmQ2KuAxUXVqz3jthyUJtYWzGqS6j7DCtUYyGIcmOva1mmKD\n75TQTZ3s+o7lZcSNuoGK43nnV4j5345+J8Z5Jav3AgMBAAGjYzBhMA8GA1UdEwEB\n/wQFMAMBAf8wDgYDVR0PAQH/BAQDAgEGMB0GA1UdDgQWBBTpo1MUzn7AhamhTzfN\n9gCXLUZg9zAfBgNVHSMEGDAWgBTpo1MUzn7AhamhTzfN9gCXLUZg9zANBgkqhkiG\n9w0BAQsFAAOCAQEALgo6YgZg/I59qqHekuJ4QNECtM0fpNU6IDptgj8YFbYMhL1h\nP/rOfveB3v6utrjrJUtwfxC3LSpewIJ4GxG1HUaZeDlHmadrw3jT41Flp6ZIzOrQ\nzdk/EsXi5jli8FKEu6F9mMO+lCywcpTuBxQy7CDWKz1C9zsaaYZk647t5+zwmidE\nVSmgsg7FQYljqPQH7JE8+liMzhaQOQdrzkdftzhVgOJlKEaBpIcAdZA5o3AATIZn\nodb3Af/KXq5wGRHJRYzIfQHQZgjXZ9zct/b8nSLOzwuH0syb628h9Y34xUPG6r7/\n45aXNnCrqTwbs7Gr1rKTlfB15hY4DeDA7B7qvQ==\n-----END CERTIFICATE-----\n'
+\set paypal_middle '-----BEGIN CERTIFICATE-----\nMIIDRjCCAi6gAwIBAgIBAjANBgkqhkiG9w0BAQsFADA0MRIwEAYDVQQKDAlpZGVt\nIHRlc3QxHjAcBgNVBAMMFWlkZW0gdGVzdCBQYXlQYWwgcm9vdDAgFw0yNDAxMDEw\nMDAwMDBaGA8yMTI0MDEwMTAwMDAwMFowMjESMBAGA1UECgwJaWRlbSB0ZXN0MRww\nGgYDVQQDDBNpZGVtIHRlc3QgUGF5UGFsIENBMIIBIjANBgkqhkiG9w0BAQEFAAOC\nAQ8AMIIBCgKCAQEA3Be5wnSonshwP62CVZ6n8w5qe/daoKgguOrRCtGpdOFNp4zb\nHhxortbknX3bw1ZQLv9sfYztFPBz3BGTG61uQ0Wz2b0trzrckLTNaCLc9a/4ZF2+\neG0OjUi/ZnlpiMBg0wFCPO/8QPBxPuqak1Slj0XIsfr9ZYpVOLg34M51u7htIrpI\n/01T1C/puBhjDyP/6pS/bEf9NBM35J7zyZdZUYHXOihJ+i15SZj6+p7HNY2yReW9\ns2GS+i6zWcrG3AFSHQzCuLSK4N2gA+qQGGWo9QOo9Y10JHu4vu4qW5Mr5fz3Wc9c\nuEL2FuSXStmsxsrNYRxRSutoX9ChcgWKGb/brQIDAQABo2MwYTAPBgNVHRMBAf8E\nBTADAQH/MA4GA1UdDwEB/wQEAwIBBjAdBgNVHQ4EFgQUZOkvWWropxIAZX3dKCSP\nbYG/cxcwHwYDVR0jBBgwFoAU6aNTFM5+wIWpoU83zfYAly1GYPcwDQYJKoZIhvcN\nAQELBQADggEBAIry+XFKbEwl8m/ssj4HIUEizl9xWxe+V5h7XJvPqvFRwyE9RjjM\nCWE9jg0wuRamKQ+ZCE/pTfoXmW7qMx7GMPr7zBUn4/IIcuzzyFfDmLvPVphy6J1z\nHeMGSoiJNgajQX3WRMvDg+o42KzgoWt1cCTckL1j5BOywCeT3R3ltOvwXfSM+im0\nQHTiTbKQ0bJ9d5YwSpg3Y5x/K6TGWOjUQNA33eSWvaYQDXfU06wGt8uqgGco42zn\nnqe6plrOwKyLWhUpu7+yoM5iw2XrYYNIkArog35AWKa6mPXmdZg7Av49oPf1XNkT\nVj+gaTZyhYKvwnG4n+sABqcVqO4yDnYwJtc=\n-----END CERTIFICATE-----\n'
+\set paypal_signer '-----BEGIN CERTIFICATE-----\nMIIDSzCCAjOgAwIBAgIBAzANBgkqhkiG9w0BAQsFADAyMRIwEAYDVQQKDAlpZGVt\nIHRlc3QxHDAaBgNVBAMME2lkZW0gdGVzdCBQYXlQYWwgQ0EwIBcNMjQwMTAxMDAw\nMDAwWhgPMjEyNDAxMDEwMDAwMDBaMEIxEjAQBgNVBAoMCWlkZW0gdGVzdDEsMCoG\nA1UEAwwjbWVzc2FnZXZlcmlmaWNhdGlvbmNlcnRzLnBheXBhbC5jb20wggEiMA0G\nCSqGSIb3DQEBAQUAA4IBDwAwggEKAoIBAQCf8sjMCY/f4uv4mnim4xS9ljG7KiJ0\n1+C2YgtWJKcOJeknHmo+CZUZg234a26Qt7o0qulqhRbgyN6SvlJ4DmstPVewlb2o\neL/WqEPh8PjZfRYtCOv53aI3A1DmMLtpyo4SaXL5q1ntAZ0n0fM5wfkfTlw05sw9\nssEUhXbyDM7kk3020lWnmUKNh/IyZkFJk5nI5dipzXmMnrk9eXQx72mh5dyMrXPr\nbTYL+qLavORdszTO2YVjXDTNaU4149Gmwhnl/4OAVRhVo0NWa6oW88ASowV9/uHf\nQoKqzU8uC7IRCpADXo+cOwP1Bq3X+5ziHgVIM5wQ1LOQsQPfrNfDz72pAgMBAAGj\nWjBYMAkGA1UdEwQCMAAwCwYDVR0PBAQDAgbAMB0GA1UdDgQWBBSzt5slJFbLm0XN\nyJP26JSFE8+UizAfBgNVHSMEGDAWgBRk6S9ZauinEgBlfd0oJI9tgb9zFzANBgkq\nhkiG9w0BAQsFAAOCAQEAPQfY6gP7pqvT7pJj8GKJtGld9YtXH1tAY0NKLucz+4E8\n5oLIecAzgMagDbtthOMn6wvUKf6f4LtpjLV5VEJw+u2WOD7juoSUp3C4euZq/QJG\n+7N4sd20IZsph2XOvZIXiB7tIa/afb8exF3wdyS2TKPFghr+ARgJv7JIvzfcCBsW\nt2PA6JdZ3pkZalgD1SWLfnYkOUSSqkCGKiGe6zLtNfp+okHtYn5sozd8jnqR3AMV\n1uskHSt+U8ey+3jflX8day4smq41eTHFhNoQh8MlJDB092WE057qjlwqqA5PEHnJ\nuV2AaeZuchztArMyEVtTXKqADeUoC1yzeWoqF4DVYg==\n-----END CERTIFICATE-----\n'
+\set paypal_webhook_id '8PT597110X687430LKGECATA'
+\set paypal_body '{"id":"WH-58D329510W468432D-8HN650336L201105X","event_version":"1.0","create_time":"2025-01-15T10:30:00.511Z","resource_type":"capture","resource_version":"2.0","event_type":"PAYMENT.CAPTURE.COMPLETED","summary":"Payment completed for $ 88.88 USD","resource":{"id":"42311647XV020574X","amount":{"currency_code":"USD","value":"88.88"},"final_capture":true,"status":"COMPLETED","custom_id":"order-20250115-0003"}}'
+\set paypal_tid '2f1e9a40-d31c-11ef-9cd2-0242ac120002'
+\set paypal_time '2025-01-15T10:30:02Z'
+\set paypal_sig 'Y5YrsoXO9qCcPI0LT1NzVVTcH+yhRum9LR/+Kef+cfBOo5qAj3M34kJh7aTEvQWPPCnhprGIVco5Kq6Ev8jz/YmLEGt9Z8bTU7kwSoYKm1Xkj4o2pIdthZ/vXnYGcSUEXk8ear0uX5i8T+p5nWGyW2Th/1PseEt6oa78CMiBkpyEYGLlxWBzMqhEC2GYU3hbfu+Nt9An48B1ldHYfQ3VrNCKuxhqmekt6ftOqrlnIaNCUxWc4DSgHxD9e/GiXOpvHmPNetvuo+1tN0pff8ghvbh1x2eOUxHu3tKPq1EteqkYgZtm08XH3g84Kf2GZIe4lqMEM6DZV8rD2QOPNVTqeA=='
 
 -- Run a statement; show its SQLSTATE, message and detail instead of failing
 CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -132,7 +141,7 @@ SELECT pg_temp.err($$SELECT idem_webhook_source_drop(NULL)$$);
 -- 22023: unknown scheme, no secret, an empty one, a secret that cannot be
 -- a key of the scheme (the message never quotes it), negative tolerance,
 -- no allowed address, a ttl that is not positive
-SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'paypal', '{whsec_x}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'braintree', '{whsec_x}')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{}')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{""}')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'standard', '{whsec_topsecret!!}')$$);
@@ -140,6 +149,8 @@ SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'adyen', ARRA
 SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'alipay', '{topsecret}')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'wechatpay', '{topsecret}')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'unionpay', '{topsecret}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'paypal', '{topsecret}')$$);
+SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'paypal', ARRAY['{"webhook_id": "W"}'])$$);
 SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{whsec_x}', '-1 second')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{whsec_x}', allowed_ips => '{}')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_source_set('stripe-live', 'stripe', '{whsec_x}', ttl => '0')$$);
@@ -190,6 +201,9 @@ SELECT idem_webhook_source_set('r-airwallex', 'airwallex', ARRAY[:'awx_secret'],
 SELECT idem_webhook_source_set('r-alipay', 'alipay', ARRAY[:'alipay_key']);
 SELECT idem_webhook_source_set('r-unionpay', 'unionpay', ARRAY[:'unionpay_root' || :'unionpay_middle']);
 SELECT idem_webhook_source_set('r-wechatpay', 'wechatpay', ARRAY[:'cert_a'], '100 years');
+SELECT idem_webhook_source_set('r-paypal', 'paypal',
+    ARRAY[jsonb_build_object('webhook_id', :'paypal_webhook_id', 'roots', :'paypal_root',
+                             'subject', 'messageverificationcerts.paypal.com')::text], '100 years');
 CREATE TEMP TABLE deliveries AS
 SELECT * FROM (VALUES
   ('r-stripe', :'stripe_payload',
@@ -225,7 +239,11 @@ SELECT * FROM (VALUES
   ('r-unionpay', :'unionpay_form', '{}'),
   ('r-wechatpay', :'body',
    jsonb_build_object('Wechatpay-Serial', :'serial_a_go', 'Wechatpay-Signature', :'sig_a',
-                      'Wechatpay-Timestamp', :'timestamp', 'Wechatpay-Nonce', :'nonce'))
+                      'Wechatpay-Timestamp', :'timestamp', 'Wechatpay-Nonce', :'nonce')),
+  ('r-paypal', :'paypal_body',
+   jsonb_build_object('PAYPAL-TRANSMISSION-ID', :'paypal_tid', 'PAYPAL-TRANSMISSION-TIME', :'paypal_time',
+                      'PAYPAL-TRANSMISSION-SIG', :'paypal_sig', 'PAYPAL-AUTH-ALGO', 'SHA256withRSA',
+                      'PAYPAL-CERT-PEM', :'paypal_signer' || :'paypal_middle'))
 ) AS d(source, payload, headers);
 -- each is new, then a duplicate, with the event id of its scheme
 SELECT d.source, r.* FROM deliveries d, idem_webhook_receive(d.source, d.payload, d.headers) r
@@ -282,6 +300,13 @@ SELECT idem_webhook_source_set('r-wechatpay-5min', 'wechatpay', ARRAY[:'cert_a']
 SELECT * FROM idem_webhook_receive('r-wechatpay-5min', :'body',
     jsonb_build_object('Wechatpay-Serial', :'serial_a_go', 'Wechatpay-Signature', :'sig_a',
                        'Wechatpay-Timestamp', :'timestamp', 'Wechatpay-Nonce', :'nonce'));
+SELECT idem_webhook_source_set('r-paypal-5min', 'paypal',
+    ARRAY[jsonb_build_object('webhook_id', :'paypal_webhook_id', 'roots', :'paypal_root',
+                             'subject', 'messageverificationcerts.paypal.com')::text]);
+SELECT * FROM idem_webhook_receive('r-paypal-5min', :'paypal_body',
+    jsonb_build_object('PAYPAL-TRANSMISSION-ID', :'paypal_tid', 'PAYPAL-TRANSMISSION-TIME', :'paypal_time',
+                       'PAYPAL-TRANSMISSION-SIG', :'paypal_sig', 'PAYPAL-AUTH-ALGO', 'SHA256withRSA',
+                       'PAYPAL-CERT-PEM', :'paypal_signer' || :'paypal_middle'));
 -- malformed: verified, but no event id where the scheme puts it (GitHub:
 -- no header, an empty one, one too long for an event id)
 SELECT * FROM idem_webhook_receive('r-github', :'gh_payload',

@@ -413,7 +413,7 @@ SELECT idem_webhook_verify('svix', :'std_secret_b', :'std_payload',
                           'svix-signature', 'v1,' || :'std_sig'), NULL) AS svix_wrong_secret;
 
 -- one error shown as psql prints it
-SELECT idem_webhook_verify('paypal', 'k', 'p', '{}');
+SELECT idem_webhook_verify('braintree', 'k', 'p', '{}');
 
 -- a false never aborts the transaction: the caller carries on
 BEGIN;

@@ -58,7 +58,8 @@ my %kinds = (
 	alipay => 'body signature',
 	antom => 'body field header signature',
 	unionpay => 'body signature',
-	wechatpay => 'body field header signature timestamp');
+	wechatpay => 'body field header signature timestamp',
+	paypal => 'body field header signature timestamp');
 
 my $node = idem_node('webhook_differential', "log_statement = none\n",
 	extra => [ '--encoding=UTF8', '--no-locale' ]);
