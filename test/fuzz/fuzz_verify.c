@@ -46,6 +46,7 @@ static const struct
 	{"paystack", "paystack"},
 	{"airwallex", "airwallex"},
 	{"antom", "antom"},
+	{"paypal", "paypal"},
 };
 
 /* idem_webhook_verify(scheme, secret, payload, headers, tolerance) */

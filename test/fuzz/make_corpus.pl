@@ -99,6 +99,8 @@ my %keys = (
 	unionpay => v('unionpay_root') . v('unionpay_middle'),
 	wechatpay => v('go_cert') . v('cert_a') . v('cert_b') . $pub_secret,
 	wechatpay_api_key => v('api_key'),
+	paypal => json_line({ webhook_id => v('paypal_webhook_id'), subject => 'messageverificationcerts.paypal.com',
+		roots => v('paypal_root') . v('paypal_middle') }),
 );
 make_path("$fuzz/keys");
 write_file("$fuzz/keys/$_", $keys{$_}) for keys %keys;
@@ -141,6 +143,15 @@ sub wx
 		'Wechatpay-Timestamp' => $ts, 'Wechatpay-Nonce' => $nonce });
 }
 
+# The headers of PayPal's webhooks, signed by sig, with the certificates pem
+sub pp
+{
+	my ($sig, $pem) = @_;
+	return json_line({ 'PAYPAL-TRANSMISSION-ID' => v('paypal_tid'),
+		'PAYPAL-TRANSMISSION-TIME' => v('paypal_time'), 'PAYPAL-TRANSMISSION-SIG' => $sig,
+		'PAYPAL-AUTH-ALGO' => 'SHA256withRSA', 'PAYPAL-CERT-PEM' => $pem });
+}
+
 # Deliveries of each scheme: [variant index of fuzz_verify.c, name, headers, body]
 my @deliveries = (
 	[ 0, 'stripe', json_line({ 'Stripe-Signature' => 't=' . v('stripe_t') . ',v1=' . v('stripe_sig') }), v('stripe_payload') ],
@@ -168,6 +179,10 @@ my @deliveries = (
 	[ 15, 'paystack', json_line({ 'x-paystack-signature' => v('psk_sig') }), v('psk_payload') ],
 	[ 16, 'airwallex', json_line({ 'x-timestamp' => v('awx_ts'), 'x-signature' => v('awx_sig') }), v('awx_payload') ],
 	[ 17, 'antom', json_line({ 'client-id' => v('antom_client'), 'request-time' => v('antom_time'), 'signature' => 'algorithm=RSA256,keyVersion=1,signature=' . v('antom_sig') }), v('antom_body') ],
+	[ 18, 'paypal', pp(v('paypal_sig'), v('paypal_signer') . v('paypal_middle')), v('paypal_body') ],
+	[ 18, 'paypal-signer-only', pp(v('paypal_sig'), v('paypal_signer')), v('paypal_body') ],
+	[ 18, 'paypal-other-root', pp(v('paypal_sig'), v('paypal_signer_other_root') . v('paypal_other_root')), v('paypal_body') ],
+	[ 18, 'paypal-expired', pp(v('paypal_sig'), v('paypal_signer_expired') . v('paypal_middle')), v('paypal_body') ],
 );
 for my $name (sort grep { /^alipay_form/ } keys %v)
 {

@@ -2,8 +2,9 @@
 # idem_webhook_verify checks, signed at the time of the call with fresh keys
 # and certificates made by the openssl command line (FormVectors.pm): an
 # HMAC (stripe), Ed25519 (standard, whpk_), RSA over a form (alipay RSA2),
-# RSA with a platform certificate (wechatpay) and RSA with a certificate
-# chain (unionpay); and a resource for idem_wechatpay_decrypt, the fixed
+# RSA with a platform certificate (wechatpay), RSA with a certificate
+# chain (unionpay) and with a chain the request carries (paypal); and a
+# resource for idem_wechatpay_decrypt, the fixed
 # one of test/regress/sql/webhook_wechatpay.sql (openssl's command line does no
 # AES-GCM).  The invalid delivery of each kind differs from the valid one
 # in one byte of what is signed, so it costs the same checks.  Used by
@@ -16,6 +17,7 @@ package Deliveries;
 use strict;
 use warnings;
 
+use Compress::Zlib qw(crc32);
 use Digest::SHA qw(hmac_sha256_hex);
 use Encode qw(encode);
 use JSON::PP;
@@ -113,6 +115,21 @@ sub make
 	$form = $fv->unionpay_form('signer', $signer, \@unionpay);
 	($bad_form = $form) =~ s/txnAmt=1230/txnAmt=1231/ or die;
 	$add->('rsa_chain', 'unionpay', $root . $middle, $form, $bad_form, {});
+
+	# paypal: SHA256withRSA of "<id>|<time>|<webhook id>|<CRC-32 of the body>"
+	# by the certificate of PAYPAL-CERT-PEM, which chains to the same root
+	$fv->rsa_key('paypal');
+	my $subject = 'messageverificationcerts.paypal.com';
+	my $paypal = $fv->certificate(key => 'paypal', subject => "/CN=$subject", issuer => 'middle',
+		ext => 'signer_ext', start => at(-86400), end => at(86400 * 365));
+	my $when = strftime('%Y-%m-%dT%H:%M:%SZ', gmtime($now));
+	my $signed = "t$now|$when|WH$now|" . crc32($event);
+	$add->('rsa_paypal', 'paypal',
+		JSON::PP->new->canonical->encode({ webhook_id => "WH$now", subject => $subject, roots => $root }),
+		$event, $tampered,
+		{ 'PAYPAL-TRANSMISSION-ID' => "t$now", 'PAYPAL-TRANSMISSION-TIME' => $when,
+		  'PAYPAL-AUTH-ALGO' => 'SHA256withRSA', 'PAYPAL-CERT-PEM' => $paypal . $middle,
+		  'PAYPAL-TRANSMISSION-SIG' => $fv->sign('paypal', 'sha256', $signed) });
 
 	# idem_wechatpay_decrypt: AES-256-GCM; the bad one has a ciphertext
 	# byte changed, so its tag does not authenticate
