@@ -4,14 +4,13 @@
  *		newest events (idem.webhook_order) in one batch.
  *
  * idem_purge_batch() does the work; the SQL function idem_purge() (run by
- * pg_cron or by hand) and the purge worker, which calls it directly and
- * runs no SQL, both go through it.  From 1.6 it sweeps each
- * table in physical order, skipping what the expiry map knows holds
- * nothing to delete (store_expiry.c); a table not yet updated is read
- * through its expires_at index up to now.  Either way it deletes what it
- * may: a row whose key a live transaction holds or is writing is skipped
- * (the next pass gets it), and a processing row whose lease has not run
- * out is never removed.
+ * pg_cron or by hand) and the purge worker, which calls it directly and runs
+ * no SQL, both go through it.  From 1.6 it sweeps each table in physical
+ * order, skipping what the expiry map knows holds nothing to delete
+ * (store_expiry.c); a table not yet updated is read through its expires_at
+ * index up to now.  Either way it deletes what it may: a row whose key a
+ * live transaction holds or is writing is skipped (the next pass gets it),
+ * and a processing row whose lease has not run out is never removed.
  *
  * May call: the sweep and the purge's deletes (purge_sweep.c), the store
  * (rows, the relation cache, the compression of page images, and the

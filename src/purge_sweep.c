@@ -451,4 +451,3 @@ idem_sweep_order(TimestampTz now, int64 limit)
 	table_close(heap, RowExclusiveLock);
 	return deleted;
 }
-

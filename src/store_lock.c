@@ -27,11 +27,11 @@ static const uint16 lock_fields[IDEM_NTABLES] = {0x1DE1, 0x1DE2, 0x1DE3};
 #define OBJECT_LOCK_FIELD	0x1DE4
 
 /*
- * The lock tag of one key: a 64-bit hash of both parts (b is NULL for a
- * table whose key has one column)
+ * The lock tag of a two-part name in the lock space field (locktag_field4):
+ * a 64-bit hash of both parts (b is NULL for a name of one part)
  */
 static void
-store_locktag(LOCKTAG *tag, IdemTable which, text *a, text *b)
+locktag_of(LOCKTAG *tag, uint16 field, text *a, text *b)
 {
 	uint64		h;
 
@@ -40,29 +40,43 @@ store_locktag(LOCKTAG *tag, IdemTable which, text *a, text *b)
 	if (b != NULL)
 		h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(b),
 								VARSIZE_ANY_EXHDR(b), h);
-	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
-						 lock_fields[which]);
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h, field);
+}
+
+/* The lock tag of one key of a table (b is NULL for a key of one column) */
+static void
+store_locktag(LOCKTAG *tag, IdemTable which, text *a, text *b)
+{
+	locktag_of(tag, lock_fields[which], a, b);
 }
 
 /*
- * Take the key lock; with nowait, return false if another holds it.  The
+ * Take the lock of tag; with nowait, return false if another holds it.  The
  * lock belongs to the current subtransaction's resource owner, whatever
  * portal or function the call runs in: claim_memory.c states why.  An error
  * while the owner is switched aborts that (sub)transaction, whose clean-up
  * sets CurrentResourceOwner again.
  */
+static bool
+lock_in_subtransaction(LOCKTAG *tag, bool nowait)
+{
+	ResourceOwner caller_owner = CurrentResourceOwner;
+	LockAcquireResult result;
+
+	CurrentResourceOwner = CurTransactionResourceOwner;
+	result = LockAcquire(tag, ExclusiveLock, false, nowait);
+	CurrentResourceOwner = caller_owner;
+	return result != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* Take the key lock; with nowait, return false if another holds it */
 bool
 idem_store_lock(IdemTable which, text *a, text *b, bool nowait)
 {
-	ResourceOwner caller_owner = CurrentResourceOwner;
 	LOCKTAG		tag;
-	LockAcquireResult result;
 
 	store_locktag(&tag, which, a, b);
-	CurrentResourceOwner = CurTransactionResourceOwner;
-	result = LockAcquire(&tag, ExclusiveLock, false, nowait);
-	CurrentResourceOwner = caller_owner;
-	return result != LOCKACQUIRE_NOT_AVAIL;
+	return lock_in_subtransaction(&tag, nowait);
 }
 
 /* Release the key lock taken by idem_store_lock in this subtransaction */
@@ -92,23 +106,14 @@ idem_store_lock_held(IdemTable which, text *a, text *b)
  * Take the lock of one gateway object of a webhook source, which
  * serializes idem_webhook_order's deliveries for it, waiting for another
  * holder.  Kept to the end of the transaction, or of the subtransaction
- * that took it if that rolls back (its writes go with it); under the
- * current subtransaction's resource owner, as the key locks.
+ * that took it if that rolls back (its writes go with it), as the key
+ * locks are.
  */
 void
 idem_store_lock_object(text *source, text *object)
 {
-	ResourceOwner caller_owner = CurrentResourceOwner;
 	LOCKTAG		tag;
-	uint64		h;
 
-	h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(source),
-							VARSIZE_ANY_EXHDR(source), 0x1DE0);
-	h = hash_bytes_extended((const unsigned char *) VARDATA_ANY(object),
-							VARSIZE_ANY_EXHDR(object), h);
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (h >> 32), (uint32) h,
-						 OBJECT_LOCK_FIELD);
-	CurrentResourceOwner = CurTransactionResourceOwner;
-	(void) LockAcquire(&tag, ExclusiveLock, false, false);
-	CurrentResourceOwner = caller_owner;
+	locktag_of(&tag, OBJECT_LOCK_FIELD, source, object);
+	(void) lock_in_subtransaction(&tag, false);
 }
