@@ -473,7 +473,7 @@ AS 'MODULE_PATHNAME', 'idem_webhook' LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION idem.webhook_record(text, text, interval) FROM PUBLIC;
 
 -- The lock of one gateway object of a source, which serializes
--- idem_webhook_order's deliveries for it (src/webhook/record.c): in idem's
+-- idem_webhook_order's deliveries for it (src/webhook/order_lock.c): in idem's
 -- own lock space, which pg_advisory_lock cannot take
 CREATE FUNCTION idem.webhook_order_lock(source_name text, object_key text)
 RETURNS void

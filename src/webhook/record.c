@@ -1,8 +1,7 @@
 /*
  * record.c
  *		Entry point: idem_webhook, which records a webhook delivery or queue
- *		message once; idem_webhook_receive records through it too.  And the
- *		lock of a gateway object, which idem_webhook_order (PL/pgSQL) takes.
+ *		message once; idem_webhook_receive records through it too.
  *
  * The record is written in the caller's transaction, so the handler's
  * writes and the record commit or roll back together.  A concurrent
@@ -27,7 +26,6 @@
 #include "webhook/entry.h"
 
 PG_FUNCTION_INFO_V1(idem_webhook);
-PG_FUNCTION_INFO_V1(idem_webhook_order_lock);
 
 int			idem_webhook_ttl_secs = 7 * 24 * 60 * 60;
 
@@ -116,16 +114,4 @@ idem_webhook(PG_FUNCTION_ARGS)
 	Interval   *ttl = idem_arg_interval(fcinfo, 2, "ttl", idem_webhook_ttl_secs);
 
 	PG_RETURN_BOOL(idem_webhook_record(source, event_id, ttl));
-}
-
-/*
- * idem.webhook_order_lock(source, object): take the lock that serializes
- * idem_webhook_order's deliveries for one gateway object of a source, in
- * a lock space of idem's own (pg_advisory_lock calls cannot take it)
- */
-Datum
-idem_webhook_order_lock(PG_FUNCTION_ARGS)
-{
-	idem_store_lock_object(PG_GETARG_TEXT_PP(0), PG_GETARG_TEXT_PP(1));
-	PG_RETURN_VOID();
 }
