@@ -66,6 +66,8 @@ idem_store_open(IdemStore *st, IdemTable which, bool write)
 	if (idem_store_checked[which] != idem_store_invalidations[which])
 		idem_store_check_table(st, lockmode);
 	st->slot = table_slot_create(st->heap, NULL);
+	/* the scan a fetch begins on it reads its type there and then */
+	InitDirtySnapshot(st->dirty);
 	st->scan = NULL;
 	st->found = false;
 	st->own = false;
