@@ -13,6 +13,13 @@
  *				while it says PROCESSING
  *	 dedupe		a dedupe table: BEGIN, INSERT ... ON CONFLICT DO NOTHING, the
  *				payment, UPDATE with the response, COMMIT
+ *	 dedupe1	the best hand-written record, in one statement, autocommit:
+ *				INSERT ... ON CONFLICT DO NOTHING RETURNING of a row like
+ *				idem's (table dedupe1: idem.keys's columns and primary key),
+ *				completed with the charge id drawn first from the ledger's
+ *				sequence, beside the payment; a conflict reads the stored
+ *				response (in the same statement if its snapshot sees it,
+ *				else with a SELECT after it)
  *	 idem5		idem in-transaction: BEGIN, idem_claim, the payment,
  *				idem_complete, COMMIT
  *	 idem1		idem in one statement (doc/usage.md), autocommit
@@ -59,13 +66,14 @@ typedef enum Design
 {
 	D_REDIS,
 	D_DEDUPE,
+	D_DEDUPE1,
 	D_IDEM5,
 	D_IDEM1,
 	D_IDEM2P,
 	D_NODEDUP
 } Design;
 
-static const char *const design_names[] = {"redis", "dedupe", "idem5", "idem1", "idem2p", "nodedup"};
+static const char *const design_names[] = {"redis", "dedupe", "dedupe1", "idem5", "idem1", "idem2p", "nodedup"};
 
 /* What one try of a request came to */
 typedef enum Outcome
@@ -243,6 +251,29 @@ static const char *const statements[][2] = {
 	{"dd_ins", "INSERT INTO dedupe (k, status) VALUES ($1, 'processing') ON CONFLICT DO NOTHING RETURNING 1"},
 	{"dd_get", "SELECT status, response FROM dedupe WHERE k = $1"},
 	{"dd_done", "UPDATE dedupe SET status = 'completed', response = jsonb_build_object('charge', $2::bigint) WHERE k = $1"},
+
+	/*
+	 * dedupe1: a first writer inserts its record and pays; a duplicate in
+	 * flight waits on the primary key (ON CONFLICT waits for the inserter's
+	 * transaction), then inserts nothing.  The last column is the stored
+	 * response when this statement's snapshot sees it (a retry of a payment
+	 * finished before), NULL when the record committed after it began.
+	 */
+	{"d1",
+		"WITH id AS (SELECT nextval('ledger_id_seq') AS id), "
+		"     r AS (INSERT INTO dedupe1 (scope, key, state, token, attempt, fingerprint, response, "
+		"                                created_at, completed_at, expires_at) "
+		"           SELECT '', $1, 'completed', 0, 1, $4::bytea, jsonb_build_object('charge', id.id), "
+		"                  now(), now(), now() + interval '1 day' FROM id "
+		"           ON CONFLICT DO NOTHING RETURNING 1), "
+		"     pay AS (INSERT INTO ledger (id, k, account, amount) "
+		"             SELECT id.id, $1, $2, $3 FROM id, r RETURNING id), "
+		"     bal AS (UPDATE accounts SET balance = balance + $3 "
+		"             WHERE id = $2 AND EXISTS (SELECT FROM pay)) "
+		"SELECT (SELECT id FROM pay), "
+		"       (SELECT d.response FROM dedupe1 d "
+		"        WHERE d.key = $1 AND d.scope = '' AND NOT EXISTS (SELECT FROM pay))"},
+	{"d1_get", "SELECT state, response FROM dedupe1 WHERE key = $1 AND scope = ''"},
 };
 
 /* Connect to PostgreSQL and prepare the statements; false when it cannot */
@@ -574,6 +605,54 @@ try_dedupe(Client *c, int64_t n, const char *account, const char *amount, int64_
 	return pay_and_store(c, n, account, amount, "dd_done", charge);
 }
 
+/* A one-statement design's statement ($1 key, $2 account, $3 amount, $4 fp) */
+static PGresult *
+one_statement(Client *c, const char *name, const char *account, const char *amount, const char *fp)
+{
+	const char *vals[4] = {c->key, account, amount, fp};
+
+	return pg_run(c, name, 4, vals, NULL);
+}
+
+/* The one-statement hand-written record, autocommit */
+static Outcome
+try_dedupe1(Client *c, int64_t n, const char *account, const char *amount,
+			const char *fp, int64_t *charge)
+{
+	const char *key[1] = {c->key};
+	PGresult   *r = one_statement(c, "d1", account, amount, fp);
+	Outcome		o = OUT_WAIT;
+
+	if (r == NULL)
+		return pg_abort(c, "statement");
+	if (!PQgetisnull(r, 0, 0))
+	{
+		*charge = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+		PQclear(r);
+		committed();
+		return OUT_NEW;
+	}
+	if (!PQgetisnull(r, 0, 1))
+	{
+		*charge = charge_in(PQgetvalue(r, 0, 1));
+		PQclear(r);
+		return OUT_REPLAY;
+	}
+	/* the record committed after the statement began: read it now */
+	PQclear(r);
+	r = pg_run(c, "d1_get", 1, key, NULL);
+	if (r == NULL)
+		return pg_abort(c, "select");
+	/* no completed record (gone meanwhile): ask again */
+	if (PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "completed") == 0)
+	{
+		*charge = charge_in(PQgetvalue(r, 0, 1));
+		o = OUT_REPLAY;
+	}
+	PQclear(r);
+	return o;
+}
+
 /* What idem_claim's status means to the caller (not "claimed") */
 static Outcome
 idem_answer(const char *status, const char *response, int64_t *charge)
@@ -618,8 +697,7 @@ static Outcome
 try_idem1(Client *c, int64_t n, const char *account, const char *amount,
 		  const char *fp, int64_t *charge)
 {
-	const char *vals[4] = {c->key, account, amount, fp};
-	PGresult   *r = pg_run(c, "idem1", 4, vals, NULL);
+	PGresult   *r = one_statement(c, "idem1", account, amount, fp);
 	Outcome		o;
 
 	if (r == NULL)
@@ -732,6 +810,8 @@ try_once(Client *c, int64_t n, int64_t *charge)
 			return try_redis(c, n, account, amount, charge);
 		case D_DEDUPE:
 			return try_dedupe(c, n, account, amount, charge);
+		case D_DEDUPE1:
+			return try_dedupe1(c, n, account, amount, fp, charge);
 		case D_IDEM5:
 			return try_idem5(c, n, account, amount, fp, charge);
 		case D_IDEM1:
@@ -1176,6 +1256,11 @@ run_check(void)
 			"LEFT JOIN dedupe d USING (k) "
 			"WHERE d.status IS DISTINCT FROM 'completed' "
 			"   OR NOT ((d.response->>'charge')::bigint = ANY (l.ids))" :
+			opt.design == D_DEDUPE1 ?
+			"SELECT count(*) FROM (SELECT k, array_agg(id) AS ids FROM ledger WHERE k LIKE $1 GROUP BY k) l "
+			"LEFT JOIN dedupe1 d ON d.key = l.k AND d.scope = '' "
+			"WHERE d.state IS DISTINCT FROM 'completed' "
+			"   OR NOT ((d.response->>'charge')::bigint = ANY (l.ids))" :
 			"SELECT count(*) FROM (SELECT k, array_agg(id) AS ids FROM ledger WHERE k LIKE $1 GROUP BY k) l "
 			"LEFT JOIN idem.keys ik ON ik.key = l.k AND ik.scope = '' "
 			"WHERE ik.state IS DISTINCT FROM 'completed' "
@@ -1319,7 +1404,7 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-			"usage: loadgen --design redis|dedupe|idem5|idem1|idem2p|nodedup [options]\n"
+			"usage: loadgen --design redis|dedupe|dedupe1|idem5|idem1|idem2p|nodedup [options]\n"
 			"  --pg CONNINFO --redis HOST:PORT --clients N --seconds S --prefix P\n"
 			"  --retry-seq F --retry-dup F --accounts N --ttl S --poll-ms MS --patience S\n"
 			"  --slow-share F --slow-ms MS --kill-after N --journal DIR --verify-acked\n"

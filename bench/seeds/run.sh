@@ -5,8 +5,10 @@
 # hiredis) with many clients and a share of retries.
 #
 # Designs: redis (Redis 7 with appendfsync everysec, and always), dedupe,
-# idem5 (idem in-transaction), idem1 (idem in one statement), nodedup (the
-# payment alone).  Every design runs once per round, the designs
+# dedupe1 (the best hand-written record: idem's row, inserted ON CONFLICT DO
+# NOTHING beside the payment in one statement), idem5 (idem
+# in-transaction), idem1 (idem in one statement), nodedup (the payment
+# alone).  Every design runs once per round, the designs
 # interleaved, first on the loopback and then from a second network
 # namespace whose packets to and from the servers are held 0.5 ms each way
 # (bench/seeds/nfqdelay.c; the kernel here has no netem).  Then the faults,
@@ -254,6 +256,14 @@ INSERT INTO accounts SELECT i, 0 FROM generate_series(1, 1000) i;
 -- no unique key on k: a double charge must be possible to be counted
 CREATE TABLE ledger (id bigserial PRIMARY KEY, k text NOT NULL, account int NOT NULL, amount bigint NOT NULL);
 CREATE TABLE dedupe (k text PRIMARY KEY, status text NOT NULL, response jsonb);
+-- the hand-written record: idem.keys's columns, primary key and fillfactor
+CREATE TABLE dedupe1 (
+    scope text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL, state text NOT NULL,
+    token bigint NOT NULL, attempt integer NOT NULL, fingerprint bytea, lease_until timestamptz,
+    checkpoint text, checkpoint_data jsonb, response jsonb, created_at timestamptz NOT NULL,
+    completed_at timestamptz, expires_at timestamptz NOT NULL, http_status smallint, body text,
+    CONSTRAINT dedupe1_pkey PRIMARY KEY (key, scope)
+) WITH (fillfactor = 80);
 EOF
 
 # PM_PID, TICK_US, children_ticks, self_ticks, wait_backends_gone
@@ -302,6 +312,7 @@ nodedup        nodedup -
 redis_everysec redis   everysec
 redis_always   redis   always
 dedupe         dedupe  -
+dedupe1        dedupe1 -
 idem5          idem5   -
 idem1          idem1   -
 "
@@ -560,7 +571,8 @@ ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (x > 0 && y > 0) printf "%.2f", x 
 		echo
 		echo "| a / b | req/s, ratio of medians | per round | p99, b / a |"
 		echo "|---|---:|---|---:|"
-		for pair in "idem1 redis_everysec" "idem1 redis_always" "idem1 nodedup" "idem1 dedupe" "idem5 redis_everysec" "idem1 idem5"; do
+		for pair in "idem1 redis_everysec" "idem1 redis_always" "idem1 nodedup" "idem1 dedupe" \
+			"idem1 dedupe1" "dedupe1 nodedup" "idem5 redis_everysec" "idem1 idem5"; do
 			read -r a b <<<"$pair"
 			echo "| $a / $b | $(ratio "$(median "$place" "$a" 4)" "$(median "$place" "$b" 4)") | $(round_ratios "$place" "$a" "$b") | $(ratio "$(median "$place" "$b" 6)" "$(median "$place" "$a" 6)") |"
 		done
