@@ -229,16 +229,11 @@ redis_stop() {
 # --- servers and schema ------------------------------------------------------
 
 log "starting PostgreSQL (synchronous_commit = on) and Redis (appendonly, appendfsync everysec)"
-idem_scratch_start "$SEEDS_DIR/pg" "$PG_PORT" <<EOF
-listen_addresses = '127.0.0.1${SEEDS_NS:+,$SRV_ADDR}'
-idem.database = 'seeds'
-max_connections = 120
-shared_buffers = 512MB
-max_wal_size = 8GB
-checkpoint_timeout = 1h
-autovacuum = off
-synchronous_commit = on
-EOF
+# (a redirection, not a pipe: the function must run in this shell)
+idem_scratch_start "$SEEDS_DIR/pg" "$PG_PORT" < <(
+	echo "listen_addresses = '127.0.0.1${SEEDS_NS:+,$SRV_ADDR}'"
+	cat bench/seeds/server.conf
+)
 PG_PORT=$IDEM_PORT
 if [ -n "$SEEDS_NS" ]; then
 	echo "host all all $CLI_ADDR/32 trust" | as_server_user tee -a "$IDEM_DATA/pg_hba.conf" >/dev/null
@@ -249,22 +244,7 @@ rm -rf "$REDIS_DIR"
 redis_start everysec
 
 "$IDEM_BINDIR/createdb" -h 127.0.0.1 -p "$PG_PORT" -U postgres seeds
-$PSQL -d seeds <<'EOF'
-CREATE EXTENSION idem;
-CREATE TABLE accounts (id int PRIMARY KEY, balance bigint NOT NULL);
-INSERT INTO accounts SELECT i, 0 FROM generate_series(1, 1000) i;
--- no unique key on k: a double charge must be possible to be counted
-CREATE TABLE ledger (id bigserial PRIMARY KEY, k text NOT NULL, account int NOT NULL, amount bigint NOT NULL);
-CREATE TABLE dedupe (k text PRIMARY KEY, status text NOT NULL, response jsonb);
--- the hand-written record: idem.keys's columns, primary key and fillfactor
-CREATE TABLE dedupe1 (
-    scope text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL, state text NOT NULL,
-    token bigint NOT NULL, attempt integer NOT NULL, fingerprint bytea, lease_until timestamptz,
-    checkpoint text, checkpoint_data jsonb, response jsonb, created_at timestamptz NOT NULL,
-    completed_at timestamptz, expires_at timestamptz NOT NULL, http_status smallint, body text,
-    CONSTRAINT dedupe1_pkey PRIMARY KEY (key, scope)
-) WITH (fillfactor = 80);
-EOF
+$PSQL -d seeds -f bench/seeds/schema.sql
 
 # PM_PID, TICK_US, children_ticks, self_ticks, wait_backends_gone
 # shellcheck source=bench/lib.sh
