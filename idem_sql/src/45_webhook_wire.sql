@@ -173,40 +173,61 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION idem.wh_json_nul_as(text, text) FROM PUBLIC;
 
--- The string member name of the root object of p, read once
-CREATE OR REPLACE FUNCTION idem.wh_json_member_once(p text, name text)
+-- The value down path (member names from the root object) of p, read
+-- once: a string's text, or with numbers a number's as written; NULL if a
+-- member of the path is absent, given twice or (but the last) no object,
+-- or the value is of another kind
+CREATE OR REPLACE FUNCTION idem.wh_json_path_once(p text, path text[], numbers boolean)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
 DECLARE
-    j json := idem.wh_json(p);
+    v json := idem.wh_json(p);
     n bigint;
-    v json;
+    name text;
 BEGIN
-    IF j IS NULL OR json_typeof(j) <> 'object' THEN
-        RETURN NULL;
+    FOREACH name IN ARRAY path LOOP
+        IF v IS NULL OR json_typeof(v) <> 'object' THEN
+            RETURN NULL;
+        END IF;
+        SELECT count(*), min(e.value::text)::json INTO n, v FROM json_each(v) e WHERE e.key = name;
+        IF n <> 1 THEN
+            RETURN NULL;
+        END IF;
+    END LOOP;
+    IF json_typeof(v) = 'string' THEN
+        RETURN v #>> '{}';
+    ELSIF numbers AND json_typeof(v) = 'number' THEN
+        RETURN v::text;
     END IF;
-    SELECT count(*), min(e.value::text)::json INTO n, v FROM json_each(j) e WHERE e.key = name;
-    IF n <> 1 OR json_typeof(v) <> 'string' THEN
-        RETURN NULL;
-    END IF;
-    RETURN v #>> '{}';
+    RETURN NULL;
 EXCEPTION WHEN OTHERS THEN
     RETURN NULL;
 END
 $$;
-REVOKE ALL ON FUNCTION idem.wh_json_member_once(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION idem.wh_json_path_once(text, text[], boolean) FROM PUBLIC;
 
--- The string value of member name of the root object of the JSON text p:
+-- The string (or with numbers, number) down path of the JSON text p:
 -- NULL, never an error, if p is not well formed, its root is not an
--- object, or the member is absent, given twice, not a string or holds a NUL
+-- object, a member of the path is absent, given twice or (but the last) no
+-- object, or the value is of another kind or holds a NUL
+CREATE OR REPLACE FUNCTION idem.wh_json_path(p text, path text[], numbers boolean)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT coalesce(idem.wh_json_path_once(p, path, numbers),
+                    (SELECT a FROM (SELECT idem.wh_json_path_once(idem.wh_json_nul_as(p, '1'), path, numbers) AS a,
+                                           idem.wh_json_path_once(idem.wh_json_nul_as(p, '2'), path, numbers) AS b) s
+                     WHERE a = b))
+$$;
+REVOKE ALL ON FUNCTION idem.wh_json_path(text, text[], boolean) FROM PUBLIC;
+
+-- The string value of member name of the root object of the JSON text p
+-- (idem.wh_json_path)
 CREATE OR REPLACE FUNCTION idem.wh_json_member(p text, name text)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-    SELECT coalesce(idem.wh_json_member_once(p, name),
-                    (SELECT a FROM (SELECT idem.wh_json_member_once(idem.wh_json_nul_as(p, '1'), name) AS a,
-                                           idem.wh_json_member_once(idem.wh_json_nul_as(p, '2'), name) AS b) s
-                     WHERE a = b))
+    SELECT idem.wh_json_path(p, ARRAY[name], false)
 $$;
 REVOKE ALL ON FUNCTION idem.wh_json_member(text, text) FROM PUBLIC;

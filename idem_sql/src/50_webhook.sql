@@ -202,10 +202,11 @@ BEGIN
     END IF;
     IF scheme <> ALL (ARRAY['stripe', 'standard', 'svix', 'github', 'shopify', 'razorpay',
                             'checkout', 'paddle', 'adyen', 'adyen_platform', 'square', 'paystack',
-                            'airwallex', 'alipay', 'antom', 'unionpay', 'wechatpay', 'paypal']) THEN
+                            'airwallex', 'alipay', 'antom', 'unionpay', 'wechatpay', 'paypal',
+                            'mercadopago']) THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('unknown webhook signature scheme "%s"', scheme),
-            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "square", "paystack", "airwallex", "alipay", "antom", "unionpay", "wechatpay", "paypal".';
+            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "square", "paystack", "airwallex", "alipay", "antom", "unionpay", "wechatpay", "paypal", "mercadopago".';
     END IF;
     RETURN scheme;
 END
@@ -346,7 +347,7 @@ BEGIN
         ok := idem.wh_raise_if(idem.wh_c_only('scheme "paypal"', 'PayPal signs its webhooks with RSA (SHA256withRSA) by certificates checked against a chain, which pgcrypto cannot verify.'));
     ELSE
         -- stripe, paddle, github, shopify, razorpay, checkout, paystack,
-        -- airwallex: the text as given
+        -- airwallex, mercadopago: the text as given
         RETURN idem.wh_bytes(secret);
     END CASE;
     RETURN NULL;
@@ -478,6 +479,36 @@ BEGIN
                 idem.hmac_sha256(idem.wh_bytes(f[1]) || idem.wh_bytes(payload), idem.wh_bytes(f[2])), given);
         END IF;
         RETURN idem.wh_mac_match(idem.hmac_sha256(idem.wh_bytes(payload), key), given);
+    WHEN 'mercadopago' THEN
+        -- x-signature "ts=<unix>,v1=<hex>" over "id:<data.id>;request-id:
+        -- <x-request-id>;ts:<ts>;": data.id the body's, A-Z lowercased; no
+        -- request-id part without one; ts in seconds, or ms from 10^11 on
+        h := idem.wh_header(headers, 'x-signature');
+        id := idem.wh_json_path(payload, ARRAY['data', 'id'], true);
+        IF h IS NULL OR id IS NULL OR id = '' THEN
+            RETURN false;
+        END IF;
+        FOREACH e IN ARRAY string_to_array(h, ',') LOOP
+            pos := strpos(e, '=');
+            CONTINUE WHEN pos = 0;
+            name := btrim(left(e, pos - 1), E' \t');
+            IF name = 'ts' THEN
+                nts := nts + 1;
+                ts := btrim(substr(e, pos + 1), E' \t');
+            ELSIF name = 'v1' THEN
+                nmacs := nmacs + 1;
+                given := ARRAY[idem.wh_decode(btrim(substr(e, pos + 1), E' \t'), 'hex-mac')];
+            END IF;
+        END LOOP;
+        secs := CASE WHEN length(ltrim(ts, '0')) >= 12 AND right(ts, 3) ~ '^[0-9]{3}$'
+                     THEN idem.wh_unix_secs(left(ts, -3)) ELSE idem.wh_unix_secs(ts) END;
+        IF nts <> 1 OR nmacs <> 1 OR secs IS NULL OR NOT idem.wh_fresh(secs, tol) THEN
+            RETURN false;
+        END IF;
+        hdr := idem.wh_header(headers, 'x-request-id');
+        RETURN idem.wh_mac_match(idem.hmac_sha256(idem.wh_bytes(
+            'id:' || translate(id, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') || ';'
+            || CASE WHEN hdr <> '' THEN 'request-id:' || hdr || ';' ELSE '' END || 'ts:' || ts || ';'), key), given);
     WHEN 'adyen' THEN
         -- the notification item signs eight of its fields; headers unread
         f := idem.wh_adyen_item(payload);
@@ -496,97 +527,6 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION idem.wh_check(text, bytea, text, jsonb, numeric) FROM PUBLIC;
-
--- The fields of an Adyen notification item read once (see
--- idem.wh_adyen_item): the eight signed fields' texts (NULL when absent or
--- null) and the signature; NULL if the JSON is no item.
-CREATE OR REPLACE FUNCTION idem.wh_adyen_item_once(p text)
-RETURNS text[]
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-AS $$
-DECLARE
-    j json := idem.wh_json(p);
-    item json;
-    nroot bigint;
-    nwrap bigint;
-    wrap json;
-    top record;
-    sub record;
-    names text[] := ARRAY['pspReference', 'originalReference', 'merchantAccountCode', 'merchantReference',
-                          'amount.value', 'amount.currency', 'eventCode', 'success', 'additionalData.hmacSignature'];
-    vals text[] := array_fill(NULL::text, ARRAY[9]);
-    kinds text[] := array_fill(NULL::text, ARRAY[9]);
-    i int;
-BEGIN
-    IF j IS NULL OR json_typeof(j) <> 'object' THEN
-        RETURN NULL;
-    END IF;
-    SELECT count(*), count(*) FILTER (WHERE e.key = 'NotificationRequestItem'),
-           min(e.value::text) FILTER (WHERE e.key = 'NotificationRequestItem')
-      INTO nroot, nwrap, wrap
-      FROM json_each(j) e;
-    IF nwrap = 0 THEN
-        item := j;
-    ELSIF nwrap = 1 AND nroot = 1 AND json_typeof(wrap) = 'object' THEN
-        item := wrap;
-    ELSE
-        RETURN NULL;
-    END IF;
-    FOR top IN SELECT e.key, e.value, json_typeof(e.value) AS kind FROM json_each(item) e LOOP
-        IF top.key IN ('amount', 'additionalData') THEN
-            -- each at most once, an object or null
-            IF top.key = ANY (kinds) OR top.kind NOT IN ('object', 'null') THEN
-                RETURN NULL;
-            END IF;
-            kinds := kinds || top.key;
-            IF top.kind = 'object' THEN
-                FOR sub IN SELECT s.key, s.value, json_typeof(s.value) AS kind FROM json_each(top.value) s LOOP
-                    i := array_position(names, top.key || '.' || sub.key);
-                    CONTINUE WHEN i IS NULL;
-                    IF kinds[i] IS NOT NULL THEN
-                        RETURN NULL;
-                    END IF;
-                    kinds[i] := sub.kind;
-                    vals[i] := CASE WHEN sub.kind IN ('object', 'array') THEN NULL ELSE sub.value #>> '{}' END;
-                END LOOP;
-            END IF;
-        ELSE
-            i := array_position(names, top.key);
-            CONTINUE WHEN i IS NULL;
-            IF kinds[i] IS NOT NULL THEN
-                RETURN NULL;
-            END IF;
-            kinds[i] := top.kind;
-            vals[i] := CASE WHEN top.kind IN ('object', 'array') THEN NULL ELSE top.value #>> '{}' END;
-        END IF;
-    END LOOP;
-    -- the signed fields scalars or null; the signature a string
-    IF 'object' = ANY (kinds[1:8]) OR 'array' = ANY (kinds[1:8])
-       OR kinds[9] IS DISTINCT FROM 'string' THEN
-        RETURN NULL;
-    END IF;
-    RETURN vals;
-EXCEPTION WHEN OTHERS THEN
-    RETURN NULL;
-END
-$$;
-REVOKE ALL ON FUNCTION idem.wh_adyen_item_once(text) FROM PUBLIC;
-
--- The fields of an Adyen notification item (the root object, or the only
--- member NotificationRequestItem of the root): every field at most once,
--- the signed ones scalars or null, amount and additionalData objects or
--- null, the signature a string; a number's or boolean's text as written.
--- A \u0000 in the payload is read around, as the C edition does.
-CREATE OR REPLACE FUNCTION idem.wh_adyen_item(p text)
-RETURNS text[]
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-    SELECT coalesce(idem.wh_adyen_item_once(p),
-                    (SELECT a FROM (SELECT idem.wh_adyen_item_once(idem.wh_json_nul_as(p, '1')) AS a,
-                                           idem.wh_adyen_item_once(idem.wh_json_nul_as(p, '2')) AS b) s
-                     WHERE a = b))
-$$;
-REVOKE ALL ON FUNCTION idem.wh_adyen_item(text) FROM PUBLIC;
 
 -- The event id of a verified request, where the scheme puts it; NULL if it
 -- is missing, empty or longer than 255 bytes
@@ -628,6 +568,9 @@ BEGIN
         id := encode(sha256(idem.wh_bytes(payload)), 'hex');
     WHEN 'airwallex' THEN
         id := idem.wh_json_member(payload, 'id');
+    WHEN 'mercadopago' THEN
+        -- a string or a number: not signed
+        id := idem.wh_json_path(payload, ARRAY['id'], true);
     ELSE
         id := NULL;
     END CASE;

@@ -68,7 +68,7 @@ BEGIN
     SELECT bool_or(idem.wh_check(src.scheme, k, payload, headers, tol)) INTO genuine FROM unnest(keys) k;
     IF NOT genuine THEN
         -- genuine but signed outside the tolerance, or forged?
-        IF src.scheme IN ('stripe', 'standard', 'svix', 'paddle', 'airwallex', 'wechatpay')
+        IF src.scheme IN ('stripe', 'standard', 'svix', 'paddle', 'airwallex', 'wechatpay', 'mercadopago')
            AND EXISTS (SELECT FROM unnest(keys) k WHERE idem.wh_check(src.scheme, k, payload, headers, NULL)) THEN
             reason := 'timestamp';
             RETURN;

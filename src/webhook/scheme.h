@@ -107,6 +107,10 @@ extern bool idem_antom_verify(void *key, const VerifyRequest *req);
 extern void *idem_wechatpay_prepare(Slice secret);
 extern bool idem_wechatpay_verify(void *key, const VerifyRequest *req);
 
+/* Mercado Pago (scheme_mercadopago.c) */
+extern void *idem_mercadopago_prepare(Slice secret);
+extern bool idem_mercadopago_verify(void *key, const VerifyRequest *req);
+
 /* PayPal (scheme_paypal.c) */
 extern void *idem_paypal_prepare(Slice secret);
 extern bool idem_paypal_verify(void *key, const VerifyRequest *req);

@@ -17,6 +17,8 @@
 
 static bool event_id_member(const VerifyScheme *scheme,
 							const VerifyRequest *req, Slice *id);
+static bool event_id_member_or_number(const VerifyScheme *scheme,
+									  const VerifyRequest *req, Slice *id);
 static bool event_id_header(const VerifyScheme *scheme,
 							const VerifyRequest *req, Slice *id);
 static bool event_id_form(const VerifyScheme *scheme,
@@ -66,6 +68,9 @@ static const VerifyScheme schemes[] = {
 	event_id_member, "id"},
 	{"paypal", idem_paypal_prepare, idem_paypal_verify, true,
 	event_id_member, "id"},
+	/* the notification's id, a string or a number: not signed */
+	{"mercadopago", idem_mercadopago_prepare, idem_mercadopago_verify, true,
+	event_id_member_or_number, "id"},
 };
 
 /* The scheme of that name, or NULL */
@@ -107,6 +112,15 @@ static bool
 event_id_member(const VerifyScheme *scheme, const VerifyRequest *req, Slice *id)
 {
 	return idem_json_member_string(req->payload, scheme->id_name, id);
+}
+
+/* The event id in a member of the JSON body's root, a string or a number's text */
+static bool
+event_id_member_or_number(const VerifyScheme *scheme, const VerifyRequest *req, Slice *id)
+{
+	const char *const path[] = {scheme->id_name, NULL};
+
+	return idem_json_path_scalar(req->payload, path, id);
 }
 
 /* The event id in a header */

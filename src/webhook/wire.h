@@ -83,5 +83,7 @@ extern bool idem_json_member_string(Slice json, const char *name,
 									Slice *value);
 extern bool idem_json_object_strings(Slice json, const char *const *names,
 									 Slice *values);
+extern bool idem_json_path_scalar(Slice json, const char *const *path,
+								  Slice *value);
 
 #endif							/* IDEM_WEBHOOK_WIRE_H */

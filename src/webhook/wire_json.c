@@ -1,8 +1,8 @@
 /*
  * wire_json.c
  *		Wire format: JSON bodies read without ever raising an error, the
- *		string member of the root object that holds an event id, and objects
- *		of strings.
+ *		string member of the root object that holds an event id, a string or
+ *		number down a path of members, and objects of strings.
  *
  * May call: the server's JSON parser (only on text it cannot raise an error
  * for, see json_safe_to_parse) and the hex reader of wire_codec.c.
@@ -99,6 +99,28 @@ idem_json_parse_quietly(Slice json, JsonSemAction *sem)
 }
 
 /*
+ * idem_json_parse_quietly with these actions over state, the containers'
+ * ends idem_json_container_end's (the state starts with its depth)
+ */
+static bool
+json_parse_actions(Slice json, void *state, json_struct_action object_start,
+				   json_struct_action array_start, json_ofield_action field_start,
+				   json_scalar_action scalar)
+{
+	JsonSemAction sem;
+
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = state;
+	sem.object_start = object_start;
+	sem.object_end = idem_json_container_end;
+	sem.array_start = array_start;
+	sem.array_end = idem_json_container_end;
+	sem.object_field_start = field_start;
+	sem.scalar = scalar;
+	return idem_json_parse_quietly(json, &sem);
+}
+
+/*
  * json with each \u0000 escape written as \u000<n> instead, into *copy;
  * false if it has none.  The server's parser refuses to decode \u0000
  * (text holds no NUL), wherever it stands, though RFC 8259 allows it.  A
@@ -135,6 +157,29 @@ idem_json_nul_escapes_as(Slice json, char n, Slice *copy)
 	copy->data = out;
 	copy->len = json.len;
 	return true;
+}
+
+/* A reader of one value of JSON text, arg saying which (json_read_around_nul) */
+typedef bool (*JsonValueReader) (Slice json, const void *arg, Slice *value);
+
+/*
+ * The value read from json; if that fails, the value read alike from its
+ * two copies with each \u0000 escape written otherwise, if they agree
+ * (idem_json_nul_escapes_as): a \u0000 anywhere fails the server's parse
+ */
+static bool
+json_read_around_nul(Slice json, JsonValueReader read, const void *arg, Slice *value)
+{
+	Slice		one,
+				two,
+				other;
+
+	if (read(json, arg, value))
+		return true;
+	return idem_json_nul_escapes_as(json, '1', &one) &&
+		idem_json_nul_escapes_as(json, '2', &two) &&
+		read(one, arg, value) && read(two, arg, &other) &&
+		value->len == other.len && memcmp(value->data, other.data, value->len) == 0;
 }
 
 /* The search of idem_json_member_string: one member of the root object */
@@ -399,25 +444,20 @@ json_member_fast(Slice json, const char *name, Slice *value)
 	}
 }
 
-/* The string value of member name of the root object of json, by the parser */
+/*
+ * The string value of member name (a C string) of the root object of json,
+ * by the parser
+ */
 static bool
-json_member_parsed(Slice json, const char *name, Slice *value)
+json_member_parsed(Slice json, const void *name, Slice *value)
 {
 	MemberSearch m;
-	JsonSemAction sem;
 
 	memset(&m, 0, sizeof(m));
 	m.name = name;
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = &m;
-	sem.object_start = member_object_start;
-	sem.object_end = idem_json_container_end;
-	sem.array_start = member_array_start;
-	sem.array_end = idem_json_container_end;
-	sem.object_field_start = member_field_start;
-	sem.scalar = member_scalar;
-	if (!idem_json_parse_quietly(json, &sem) || !m.root_is_object || m.count != 1 ||
-		m.text == NULL)
+	if (!json_parse_actions(json, &m, member_object_start, member_array_start,
+							member_field_start, member_scalar) ||
+		!m.root_is_object || m.count != 1 || m.text == NULL)
 		return false;
 	value->data = m.text;
 	value->len = strlen(m.text);
@@ -432,18 +472,117 @@ json_member_parsed(Slice json, const char *name, Slice *value)
 bool
 idem_json_member_string(Slice json, const char *name, Slice *value)
 {
-	Slice		one,
-				two,
-				other;
+	return json_member_fast(json, name, value) ||
+		json_read_around_nul(json, json_member_parsed, name, value);
+}
 
-	if (json_member_fast(json, name, value) || json_member_parsed(json, name, value))
-		return true;
-	/* a \u0000 anywhere fails the parse: read around it */
-	return idem_json_nul_escapes_as(json, '1', &one) &&
-		idem_json_nul_escapes_as(json, '2', &two) &&
-		json_member_parsed(one, name, value) &&
-		json_member_parsed(two, name, &other) &&
-		value->len == other.len && memcmp(value->data, other.data, value->len) == 0;
+/* Members a path of idem_json_path_scalar may name */
+#define JSON_PATH_MAX	4
+
+/* The search of idem_json_path_scalar: one value down a path of members */
+typedef struct PathSearch
+{
+	int			depth;			/* first, for idem_json_container_end */
+	const char *const *path;
+	int			npath;
+	bool		root_is_object;
+	bool		on[JSON_PATH_MAX + 1];	/* the member read at depth d is path[d-1] */
+	int			seen[JSON_PATH_MAX];	/* times path[i] was met where it is sought */
+	char	   *text;			/* the value, if a string or a number */
+} PathSearch;
+
+/* A container starts: nothing in it is on the path until a member says so */
+static void
+path_enter(PathSearch *s, bool is_object)
+{
+	if (s->depth == 0)
+		s->root_is_object = is_object;
+	s->depth++;
+	if (s->depth <= s->npath)
+		s->on[s->depth] = false;
+}
+
+/* An object starts */
+static IdemJsonAction
+path_object_start(void *state)
+{
+	path_enter(state, true);
+	IDEM_JSON_GO_ON;
+}
+
+/* An array starts */
+static IdemJsonAction
+path_array_start(void *state)
+{
+	path_enter(state, false);
+	IDEM_JSON_GO_ON;
+}
+
+/* A member starts: the path's next name, under the members before it? */
+static IdemJsonAction
+path_field_start(void *state, char *fname, bool isnull)
+{
+	PathSearch *s = state;
+	int			d = s->depth;
+
+	if (d >= 1 && d <= s->npath)
+	{
+		s->on[d] = (d == 1 || s->on[d - 1]) && strcmp(fname, s->path[d - 1]) == 0;
+		if (s->on[d])
+			s->seen[d - 1]++;
+	}
+	IDEM_JSON_GO_ON;
+}
+
+/* A scalar: kept if it is the path's last member, a string or a number */
+static IdemJsonAction
+path_scalar(void *state, char *token, JsonTokenType type)
+{
+	PathSearch *s = state;
+
+	if (s->depth == s->npath && s->on[s->depth])
+		s->text = (type == JSON_TOKEN_STRING || type == JSON_TOKEN_NUMBER) ? token : NULL;
+	IDEM_JSON_GO_ON;
+}
+
+/*
+ * The value down path (a NULL-terminated list of names) in json, by the
+ * parser (idem_json_path_scalar)
+ */
+static bool
+json_path_parsed(Slice json, const void *path, Slice *value)
+{
+	PathSearch	s;
+
+	memset(&s, 0, sizeof(s));
+	s.path = path;
+	while (s.path[s.npath] != NULL)
+		s.npath++;
+	Assert(s.npath >= 1 && s.npath <= JSON_PATH_MAX);
+	if (!json_parse_actions(json, &s, path_object_start, path_array_start,
+							path_field_start, path_scalar) ||
+		!s.root_is_object || s.text == NULL)
+		return false;
+	for (int i = 0; i < s.npath; i++)
+		if (s.seen[i] != 1)
+			return false;
+	value->data = s.text;
+	value->len = strlen(s.text);
+	return true;
+}
+
+/*
+ * The value down path (a NULL-terminated list of member names, from the
+ * root object, JSON_PATH_MAX at most) of json, a string or a number (its
+ * text as written): false, never an error, if json is not well formed,
+ * its root is not an object, a member of the path is absent, given twice
+ * where it is sought, or not an object but the last, or the value is
+ * another kind or holds a NUL.  A \u0000 elsewhere is read around.
+ */
+bool
+idem_json_path_scalar(Slice json, const char *const *path, Slice *value)
+{
+	return json_read_around_nul(json, json_path_parsed, path, value);
 }
 
 /* The reading of idem_json_object_strings */
@@ -525,7 +664,6 @@ bool
 idem_json_object_strings(Slice json, const char *const *names, Slice *values)
 {
 	ObjectStrings o;
-	JsonSemAction sem;
 
 	memset(&o, 0, sizeof(o));
 	o.names = names;
@@ -537,13 +675,7 @@ idem_json_object_strings(Slice json, const char *const *names, Slice *values)
 		values[i].data = NULL;
 		values[i].len = 0;
 	}
-	memset(&sem, 0, sizeof(sem));
-	sem.semstate = &o;
-	sem.object_start = strings_object_start;
-	sem.object_end = idem_json_container_end;
-	sem.array_start = strings_array_start;
-	sem.array_end = idem_json_container_end;
-	sem.object_field_start = strings_field_start;
-	sem.scalar = strings_scalar;
-	return idem_json_parse_quietly(json, &sem) && o.root_is_object && o.ok;
+	return json_parse_actions(json, &o, strings_object_start, strings_array_start,
+							  strings_field_start, strings_scalar) &&
+		o.root_is_object && o.ok;
 }

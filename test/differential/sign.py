@@ -58,6 +58,12 @@ and the signed strings are built from the gateways' own descriptions:
              PAYPAL-CERT-PEM (with its intermediate, or that in the secret),
              which chains to the secret's root; PAYPAL-AUTH-ALGO is
              SHA256withRSA; the secret is JSON (webhook_id, subject, roots).
+  mercadopago  x-signature: ts=<unix seconds or milliseconds>,v1=<hex
+             HMAC-SHA256 of "id:<data.id>;request-id:<x-request-id>;ts:<ts>;">,
+             data.id the body's (a string or a number) lowercased, the
+             request-id part left out without x-request-id; the event id is
+             the body's id.  The body but data.id is not signed: its other
+             bytes are not mutated.
 
 Each genuine delivery comes with mutants, each one bit away from it: in the
 body, the signature, the timestamp (where it is signed), a header's name
@@ -231,6 +237,18 @@ def is_digits(text):
 def trim_ows(text):
     """Without HTTP's optional whitespace (spaces, tabs) at either end"""
     return text.strip(' \t')
+
+
+def elements(value, sep, ts_name, mac_name):
+    """The values of a signature header's ts_name and mac_name elements
+    ("name=value" separated by sep, both sides trimmed; elements without
+    "=" or of other names left out), as two lists"""
+    found = {ts_name: [], mac_name: []}
+    for item in value.split(sep):
+        name, eq, v = item.partition('=')
+        if eq and trim_ows(name) in found:
+            found[trim_ows(name)].append(trim_ows(v))
+    return found[ts_name], found[mac_name]
 
 
 # ---- random content ---------------------------------------------------------
@@ -692,16 +710,7 @@ class Stripe:
         value = header(headers, 'Stripe-Signature')
         if value is None:
             return False
-        ts, macs = [], []
-        for item in value.split(','):
-            name, eq, v = item.partition('=')
-            if not eq:
-                continue
-            name, v = trim_ows(name), trim_ows(v)
-            if name == 't':
-                ts.append(v)
-            elif name == 'v1':
-                macs.append(v)
+        ts, macs = elements(value, ',', 't', 'v1')
         if len(ts) != 1 or not is_digits(ts[0]) or not macs:
             return False
         want = hmac_sha256(self.secret.encode(), ts[0].encode() + b'.' + payload)
@@ -922,16 +931,7 @@ class Paddle:
         value = header(headers, 'Paddle-Signature')
         if value is None:
             return False
-        ts, macs = [], []
-        for item in value.split(';'):
-            name, eq, v = item.partition('=')
-            if not eq:
-                continue
-            name, v = trim_ows(name), trim_ows(v)
-            if name == 'ts':
-                ts.append(v)
-            elif name == 'h1':
-                macs.append(v)
+        ts, macs = elements(value, ';', 'ts', 'h1')
         if len(ts) != 1 or not is_digits(ts[0]) or not macs:
             return False
         want = hmac_sha256(self.secret.encode(), ts[0].encode() + b':' + payload)
@@ -1462,6 +1462,97 @@ class Paypal:
         return rsa_verify(self.key.public_key(), raw, self.signed(tid, when, payload), hashes.SHA256())
 
 
+class Mercadopago:
+    """Mercado Pago: x-signature's ts and v1, over a manifest of the body's
+    data.id, x-request-id and ts; the rest of the body is not signed"""
+    scheme = 'mercadopago'
+    marker = '@@data.id@@'
+
+    def __init__(self, rng):
+        self.secret = rng.word(64, 64, '0123456789abcdef')
+        self.sources = {'mercadopago': self.secret}
+        self.ids = set()
+
+    def manifest(self, data_id, request_id, ts):
+        """What Mercado Pago signs"""
+        rid = 'request-id:%s;' % request_id if request_id else ''
+        return ('id:%s;%sts:%s;' % (data_id.translate(ASCII_LOWER), rid, ts)).encode('utf-8')
+
+    def make(self, rng, source, now):
+        st = header_style(rng, ['x-signature', 'x-request-id'])
+        headers = noise_headers(rng, st)
+        if rng.random() < 0.6:
+            data_id = str(rng.randint(10 ** 8, 10 ** 12))
+            literal = data_id if rng.random() < 0.3 else '"%s"' % data_id
+        else:
+            data_id = rng.word(8, 24)
+            literal = '"%s"' % data_id
+        eid = unique(self.ids, lambda: str(rng.randint(10 ** 9, 10 ** 13)))
+        data = json_random_object(rng, 2, 0, 3, avoid=('id',))
+        data['id'] = Raw(self.marker)
+        root = json_random_object(rng, 1, 0, 5, avoid=('id', 'data', 'action', 'type'))
+        root.update({'action': rng.choice(['payment.updated', 'payment.created']), 'api_version': 'v1',
+                     'data': data, 'id': Raw(eid) if rng.random() < 0.5 else eid, 'type': 'payment',
+                     'user_id': Raw(str(rng.randint(10 ** 6, 10 ** 9)))})
+        items = list(root.items())
+        rng.shuffle(items)
+        text = json_write(dict(items), rng, JsonStyle(rng))
+        at = text.index(self.marker)
+        payload = (text[:at] + literal + text[at + len(self.marker):]).encode('utf-8')
+        start = len(text[:at].encode('utf-8')) + (1 if literal.startswith('"') else 0)
+        ts = now - rng.randint(0, MAX_AGE)
+        ts = str(ts * 1000 + rng.randint(0, 999)) if rng.random() < 0.3 else str(ts)
+        request_id = rng.uuid() if rng.random() < 0.95 else None
+        mac = hmac_sha256(self.secret.encode(), self.manifest(data_id, request_id, ts)).hex()
+        sep = rng.choice([',', ', ', ' , '])
+        if rng.random() < 0.8:
+            value = 'ts=' + ts + sep + 'v1=' + mac
+        else:
+            value = 'v1=' + mac + sep + 'ts=' + ts
+        if request_id:
+            headers.append([st['x-request-id'], request_id])
+        headers.append([st['x-signature'], value])
+        d = Delivery(payload, headers, eid)
+        d.target('body', 'body', start, start + len(data_id))
+        d.target('signature', *d.header_value_span(st['x-signature'], value.index(mac), value.index(mac) + 64))
+        at = value.index('ts=') + 3
+        d.target('timestamp', *d.header_value_span(st['x-signature'], at, at + len(ts)))
+        d.target('header', 'name', len(headers) - 1)
+        if request_id:
+            d.target('field', *d.header_value_span(st['x-request-id'], 0, len(request_id)))
+            d.target('header', 'name', len(headers) - 2)
+        return d
+
+    def data_id(self, payload):
+        """The body's data.id, a string or a number's text, each member
+        once; None otherwise"""
+        value = json_parse(payload)
+        for name in ('data', 'id'):
+            if not isinstance(value, tuple):
+                return None
+            found = [v for k, v in value[1] if k == name]
+            if len(found) != 1:
+                return None
+            value = found[0]
+        if isinstance(value, Raw):
+            return value.text
+        return value if isinstance(value, str) and value != '' and '\x00' not in value else None
+
+    def verify(self, source, payload, headers):
+        value = header(headers, 'x-signature')
+        data_id = self.data_id(payload)
+        if value is None or data_id is None:
+            return False
+        ts, macs = elements(value, ',', 'ts', 'v1')
+        if len(ts) != 1 or len(macs) != 1 or not is_digits(ts[0]):
+            return False
+        secs = ts[0][:-3] if len(ts[0].lstrip('0')) >= 12 else ts[0]
+        if not is_digits(secs) or int(secs) > 253402300799:
+            return False
+        want = hmac_sha256(self.secret.encode(), self.manifest(data_id, header(headers, 'x-request-id'), ts[0]))
+        return hex_mac(macs[0]) == want
+
+
 # ---- output -----------------------------------------------------------------
 
 def copy_field(value):
@@ -1499,6 +1590,7 @@ def main():
         Unionpay(rng),
         Wechatpay(rng),
         Paypal(rng),
+        Mercadopago(rng),
     ]
     kinds = ['genuine', 'body', 'signature', 'timestamp', 'header', 'field']
     now = int(time.time())

@@ -47,6 +47,7 @@ static const struct
 	{"airwallex", "airwallex"},
 	{"antom", "antom"},
 	{"paypal", "paypal"},
+	{"mercadopago", "mercadopago"},
 };
 
 /* idem_webhook_verify(scheme, secret, payload, headers, tolerance) */

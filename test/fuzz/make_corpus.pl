@@ -95,6 +95,7 @@ my %keys = (
 	paystack => v('psk_secret'),
 	airwallex => v('awx_secret'),
 	antom => v('antom_path') . "\n" . v('antom_pub_pem'),
+	mercadopago => v('mp_secret'),
 	alipay => v('alipay_key'),
 	unionpay => v('unionpay_root') . v('unionpay_middle'),
 	wechatpay => v('go_cert') . v('cert_a') . v('cert_b') . $pub_secret,
@@ -183,6 +184,10 @@ my @deliveries = (
 	[ 18, 'paypal-signer-only', pp(v('paypal_sig'), v('paypal_signer')), v('paypal_body') ],
 	[ 18, 'paypal-other-root', pp(v('paypal_sig'), v('paypal_signer_other_root') . v('paypal_other_root')), v('paypal_body') ],
 	[ 18, 'paypal-expired', pp(v('paypal_sig'), v('paypal_signer_expired') . v('paypal_middle')), v('paypal_body') ],
+	[ 19, 'mercadopago', json_line({ 'x-signature' => 'ts=' . v('mp_ts') . ',v1=' . v('mp_sig'), 'x-request-id' => v('mp_request_id') }), v('mp_payload') ],
+	[ 19, 'mercadopago-ms', json_line({ 'x-signature' => 'ts=' . v('mp_ts_ms') . ', v1=' . v('mp_sig_ms'), 'x-request-id' => v('mp_request_id') }), v('mp_payload') ],
+	[ 19, 'mercadopago-no-request-id', json_line({ 'x-signature' => 'v1=' . v('mp_sig_noreq') . ',ts=' . v('mp_ts') }), v('mp_payload') ],
+	[ 19, 'mercadopago-upper-id', json_line({ 'x-signature' => 'ts=' . v('mp_ts') . ',v1=' . v('mp_sig_alnum'), 'x-request-id' => v('mp_request_id') }), v('mp_alnum_payload') ],
 );
 for my $name (sort grep { /^alipay_form/ } keys %v)
 {

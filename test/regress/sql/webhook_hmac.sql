@@ -4,7 +4,7 @@ CREATE EXTENSION idem;
 RESET client_min_messages;
 -- idem_webhook_verify: the HMAC schemes with a shared secret (github,
 -- shopify, razorpay, checkout, paddle, adyen, adyen_platform, square,
--- paystack, airwallex).  The fixed vectors below
+-- paystack, airwallex, mercadopago).  The fixed vectors below
 -- were computed with openssl/base64 on the command line
 -- (test/vectors/make_hmac_vectors.sh); the ones that need the current time
 -- are signed here with pgcrypto's hmac().  Both are independent of idem.
@@ -76,6 +76,21 @@ RESET client_min_messages;
 \set awx_sig_b 'f39a16267f198c9ccb3deadcf683a280046cdd7e65b2530dcabdbb93d5ba7b78'
 \set awx_sig_body '200e43fbe5f91139501281c8397d95b52c6a1c8fc9f197b3143909fbf950c0cf'
 \set awx_sig_secs '1369d24b2c789fb16c76cac6d352b15e6f61d8315ef30fba689920e407482845'
+\set mp_secret '9f1c2e7a4b6d8f0a3c5e7b9d1f2a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2b4d6f8a'
+\set mp_secret_b '0a2c4e6b8d1f3a5c7e9b2d4f6a8c1e3b5d7f9a2c4e6b8d1f3a5c7e9b2d4f6a8c'
+\set mp_ts '1764410400'
+\set mp_ts_ms '1764410400123'
+\set mp_request_id 'bb56a2f1-6aae-46ac-982e-9dcd3581d08e'
+\set mp_payload '{"action":"payment.updated","api_version":"v1","data":{"id":"123456789"},"date_created":"2025-11-29T10:00:00Z","id":118765432101,"live_mode":true,"type":"payment","user_id":2647542}'
+\set mp_sig '9f0ada98e313098ee7969e5a1c459db531f09a82023faa34b4679645289c3a2c'
+\set mp_sig_b '4ed473cc34b204a5c3faa1a8dd063dee761ce1aa14d9f25acfcd8df58610c59c'
+\set mp_sig_ms '4a246bd2775e1eab68216247f118b96add62dfc712f126567396f5b54f999d77'
+\set mp_sig_noreq '987bbbe73dba9bcdd4192908a133c7a44625b3ca141dbdf2533d5184e99840fa'
+\set mp_alnum_payload '{"action":"created","api_version":"v1","data":{"id":"AB12cd34EF56"},"date_created":"2025-11-29T10:00:00Z","id":"118765432102","live_mode":false,"type":"subscription_preapproval","user_id":2647542}'
+\set mp_sig_alnum '0357d591e9b907580b6e95451bbfc54a754cd63297dfa58bf5d4d628a39770a2'
+\set mp_sig_alnum_asis '191356b9eb3fb4f520fe0ef9e2a5699dce6dc4058ea1e7c6671fd303cc400c95'
+\set mp_sig_nosemi 'e8f90753903d76fdc70ff278f5cd083d26dd4778716a3e8354ffa10127d2e628'
+\set mp_sig_body '7396020492350d6939c414a81d164e8df30f081656a904ff1e2979c2915f6c98'
 -- end of generated vectors
 
 -- An error's SQLSTATE and message, or 'no error'
@@ -744,6 +759,90 @@ SELECT offset_s,
                            pg_temp.awx_now(:'awx_secret', :'awx_payload', offset_s)) AS default_5min,
        idem_webhook_verify('airwallex', :'awx_secret', :'awx_payload',
                            pg_temp.awx_now(:'awx_secret', :'awx_payload', offset_s), NULL) AS no_check
+FROM unnest(ARRAY[-600, -60, 0, 60, 600]) AS offset_s;
+
+--
+-- Mercado Pago: x-signature "ts=<unix>,v1=<hex>", the HMAC-SHA256 of
+-- "id:<data.id>;request-id:<x-request-id>;ts:<ts>;", data.id the body's,
+-- lowercased; the rest of the body is not signed.  The fixed vectors are
+-- old: no time check (NULL tolerance) but where said.
+--
+CREATE FUNCTION pg_temp.mp(sig text, ts text DEFAULT '1764410400',
+                           rid text DEFAULT 'bb56a2f1-6aae-46ac-982e-9dcd3581d08e') RETURNS jsonb
+LANGUAGE sql AS $$
+  SELECT jsonb_strip_nulls(jsonb_build_object('x-signature', 'ts=' || ts || ',v1=' || sig, 'x-request-id', rid))
+$$;
+SELECT label, idem_webhook_verify('mercadopago', secret, payload, headers, NULL) AS verified
+FROM (VALUES
+  ('signed',              :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig')),
+  ('header names case',   :'mp_secret', :'mp_payload',
+                          jsonb_build_object('X-Signature', 'ts=' || :'mp_ts' || ',v1=' || :'mp_sig',
+                                             'X-Request-Id', :'mp_request_id')),
+  ('spaces, v1 first, upper-case hex', :'mp_secret', :'mp_payload',
+                          jsonb_build_object('x-signature', ' v1 = ' || upper(:'mp_sig') || ' , ts=' || :'mp_ts' || ' ,',
+                                             'x-request-id', :'mp_request_id')),
+  ('other elements',      :'mp_secret', :'mp_payload',
+                          jsonb_build_object('x-signature', 'ts=' || :'mp_ts' || ',v0=x,v1=' || :'mp_sig' || ',junk',
+                                             'x-request-id', :'mp_request_id')),
+  ('second secret',       :'mp_secret_b', :'mp_payload', pg_temp.mp(:'mp_sig_b')),
+  ('other secret',        :'mp_secret_b', :'mp_payload', pg_temp.mp(:'mp_sig')),
+  ('in milliseconds',     :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig_ms', :'mp_ts_ms')),
+  ('no request id, signed without', :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig_noreq', rid => NULL)),
+  ('empty request id, signed without', :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig_noreq', rid => '')),
+  ('no request id, signed with', :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig', rid => NULL)),
+  ('request id changed',  :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig', rid => upper(:'mp_request_id'))),
+  ('ts changed',          :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig', '1764410401')),
+  ('ts with a zero before', :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig', '0' || :'mp_ts')),
+  ('ms signed, seconds sent', :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig_ms')),
+  ('ts not digits',       :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig', '1764410400.5')),
+  ('data.id changed',     :'mp_secret', replace(:'mp_payload', '"123456789"', '"123456780"'), pg_temp.mp(:'mp_sig')),
+  ('data.id a number',    :'mp_secret', replace(:'mp_payload', '"123456789"', '123456789'), pg_temp.mp(:'mp_sig')),
+  ('data.id twice',       :'mp_secret', replace(:'mp_payload', '"123456789"}', '"123456789","id":"1"}'), pg_temp.mp(:'mp_sig')),
+  ('data twice',          :'mp_secret', replace(:'mp_payload', '"api_version"', '"data":{"id":"123456789"},"api_version"'), pg_temp.mp(:'mp_sig')),
+  ('data.id empty',       :'mp_secret', replace(:'mp_payload', '"123456789"', '""'), pg_temp.mp(:'mp_sig')),
+  ('data.id null',        :'mp_secret', replace(:'mp_payload', '"123456789"', 'null'), pg_temp.mp(:'mp_sig')),
+  ('data an array',       :'mp_secret', replace(:'mp_payload', '{"id":"123456789"}', '[{"id":"123456789"}]'), pg_temp.mp(:'mp_sig')),
+  ('only a root id',      :'mp_secret', '{"id":"123456789"}', pg_temp.mp(:'mp_sig')),
+  -- the body but data.id is not signed: another status still verifies
+  ('unsigned part changed', :'mp_secret', replace(:'mp_payload', 'payment.updated', 'payment.created'), pg_temp.mp(:'mp_sig')),
+  ('upper-case id, lowercased', :'mp_secret', :'mp_alnum_payload', pg_temp.mp(:'mp_sig_alnum')),
+  ('upper-case id, signed as sent', :'mp_secret', :'mp_alnum_payload', pg_temp.mp(:'mp_sig_alnum_asis')),
+  ('id in lower case',    :'mp_secret', lower(:'mp_alnum_payload'), pg_temp.mp(:'mp_sig_alnum')),
+  ('no last ";"',         :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig_nosemi')),
+  ('the body',            :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig_body')),
+  ('no ts',               :'mp_secret', :'mp_payload',
+                          jsonb_build_object('x-signature', 'v1=' || :'mp_sig', 'x-request-id', :'mp_request_id')),
+  ('no v1',               :'mp_secret', :'mp_payload',
+                          jsonb_build_object('x-signature', 'ts=' || :'mp_ts', 'x-request-id', :'mp_request_id')),
+  ('ts twice',            :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig' || ',ts=' || :'mp_ts')),
+  ('v1 twice',            :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig' || ',v1=' || :'mp_sig')),
+  ('v1 cut',              :'mp_secret', :'mp_payload', pg_temp.mp(left(:'mp_sig', 63))),
+  ('no x-signature',      :'mp_secret', :'mp_payload', jsonb_build_object('x-request-id', :'mp_request_id')),
+  -- the legacy IPN (topic and resource) is not signed
+  ('an IPN',              :'mp_secret', '{"resource":"/collections/notifications/123456789","topic":"payment"}',
+                          pg_temp.mp(:'mp_sig')),
+  ('not JSON',            :'mp_secret', 'id=123456789', pg_temp.mp(:'mp_sig'))
+) AS v(label, secret, payload, headers);
+-- with a tolerance: the vectors of 2025 are too old for 5 minutes, within
+-- 2 years, in seconds or milliseconds
+SELECT idem_webhook_verify('mercadopago', :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig')) AS old_default_tolerance,
+       idem_webhook_verify('mercadopago', :'mp_secret', :'mp_payload', pg_temp.mp(:'mp_sig'), '2 years') AS two_years,
+       idem_webhook_verify('mercadopago', :'mp_secret', :'mp_payload',
+                           pg_temp.mp(:'mp_sig_ms', :'mp_ts_ms'), '2 years') AS two_years_ms;
+-- signed now, offset_s seconds away, in seconds and in milliseconds
+CREATE FUNCTION pg_temp.mp_now(secret text, offset_s int, ms boolean) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('x-request-id', 'r-1', 'x-signature', 'ts=' || t || ',v1=' ||
+         encode(hmac('id:123456789;request-id:r-1;ts:' || t || ';', secret, 'sha256'), 'hex'))
+  FROM (SELECT CASE WHEN ms THEN ((floor(extract(epoch FROM clock_timestamp())) + offset_s) * 1000 + 456)::bigint
+                    ELSE (floor(extract(epoch FROM clock_timestamp())) + offset_s)::bigint END::text AS t) AS n
+$$;
+SELECT offset_s,
+       idem_webhook_verify('mercadopago', :'mp_secret', :'mp_payload',
+                           pg_temp.mp_now(:'mp_secret', offset_s, false)) AS seconds_5min,
+       idem_webhook_verify('mercadopago', :'mp_secret', :'mp_payload',
+                           pg_temp.mp_now(:'mp_secret', offset_s, true)) AS millis_5min,
+       idem_webhook_verify('mercadopago', :'mp_secret', :'mp_payload',
+                           pg_temp.mp_now(:'mp_secret', offset_s, true), NULL) AS no_check
 FROM unnest(ARRAY[-600, -60, 0, 60, 600]) AS offset_s;
 
 -- a false never aborts the transaction

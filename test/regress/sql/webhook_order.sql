@@ -41,6 +41,11 @@ RESET client_min_messages;
 \set awx_ts '1764410400123'
 \set awx_payload '{"id":"evt_hkdf7zbpkg3uhqgrxqu","name":"payment_intent.succeeded","account_id":"acct_8yTcQmZ9Ta6Lk1Zr6Wb2cQ","data":{"object":{"id":"int_hkdmr2jxpgbm1kdq2te","amount":100.5,"currency":"AUD","status":"SUCCEEDED"}},"created_at":"2026-11-29T10:00:00+0000"}'
 \set awx_sig 'd3c5782a6dbc40065ce8065bcfe9a6db2e6b168c737fbbd8b96bdf3493470135'
+\set mp_secret '9f1c2e7a4b6d8f0a3c5e7b9d1f2a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2b4d6f8a'
+\set mp_ts '1764410400'
+\set mp_request_id 'bb56a2f1-6aae-46ac-982e-9dcd3581d08e'
+\set mp_payload '{"action":"payment.updated","api_version":"v1","data":{"id":"123456789"},"date_created":"2025-11-29T10:00:00Z","id":118765432101,"live_mode":true,"type":"payment","user_id":2647542}'
+\set mp_sig '9f0ada98e313098ee7969e5a1c459db531f09a82023faa34b4679645289c3a2c'
 
 -- Run a statement; show its SQLSTATE, message and detail instead of failing
 CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
@@ -136,6 +141,7 @@ SELECT idem_webhook_source_set('o-checkout', 'checkout', ARRAY[:'cko_secret']);
 SELECT idem_webhook_source_set('o-paddle', 'paddle', ARRAY[:'pdl_secret'], '100 years');
 SELECT idem_webhook_source_set('o-square', 'square', ARRAY[:'sq_secret']);
 SELECT idem_webhook_source_set('o-airwallex', 'airwallex', ARRAY[:'awx_secret'], '100 years');
+SELECT idem_webhook_source_set('o-mercadopago', 'mercadopago', ARRAY[:'mp_secret'], '100 years');
 CREATE TEMP TABLE stripe_events AS
 SELECT * FROM (VALUES
   ('created', :'s1_body', :'s1_sig'),
@@ -184,6 +190,12 @@ SELECT * FROM idem_webhook_receive_ordered('o-github', :'gh_payload',
     jsonb_build_object('X-Hub-Signature-256', 'sha256=' || :'gh_sig',
                        'X-GitHub-Delivery', 'gh-ord-1'),
     object => 'repo/1', object_time => '2026-01-01 10:00Z');
+-- nor Mercado Pago (its body has no event time): the handler names them
+SELECT * FROM idem_webhook_receive_ordered('o-mercadopago', :'mp_payload',
+    jsonb_build_object('x-signature', 'ts=' || :'mp_ts' || ',v1=' || :'mp_sig', 'x-request-id', :'mp_request_id'));
+SELECT * FROM idem_webhook_receive_ordered('o-mercadopago', :'mp_payload',
+    jsonb_build_object('x-signature', 'ts=' || :'mp_ts' || ',v1=' || :'mp_sig', 'x-request-id', :'mp_request_id'),
+    object => 'payment/123456789', object_time => '2025-11-29 10:00Z');
 SELECT pg_temp.err($$SELECT idem_webhook_receive_ordered('o-github', 'x', '{}', object => '')$$);
 SELECT pg_temp.err($$SELECT idem_webhook_receive_ordered('o-github', 'x', '{}', object_time => '-infinity')$$);
 

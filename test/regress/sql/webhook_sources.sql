@@ -58,6 +58,11 @@ RESET client_min_messages;
 \set awx_ts '1764410400123'
 \set awx_payload '{"id":"evt_hkdf7zbpkg3uhqgrxqu","name":"payment_intent.succeeded","account_id":"acct_8yTcQmZ9Ta6Lk1Zr6Wb2cQ","data":{"object":{"id":"int_hkdmr2jxpgbm1kdq2te","amount":100.5,"currency":"AUD","status":"SUCCEEDED"}},"created_at":"2026-11-29T10:00:00+0000"}'
 \set awx_sig 'd3c5782a6dbc40065ce8065bcfe9a6db2e6b168c737fbbd8b96bdf3493470135'
+\set mp_secret '9f1c2e7a4b6d8f0a3c5e7b9d1f2a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2b4d6f8a'
+\set mp_ts '1764410400'
+\set mp_request_id 'bb56a2f1-6aae-46ac-982e-9dcd3581d08e'
+\set mp_payload '{"action":"payment.updated","api_version":"v1","data":{"id":"123456789"},"date_created":"2025-11-29T10:00:00Z","id":118765432101,"live_mode":true,"type":"payment","user_id":2647542}'
+\set mp_sig '9f0ada98e313098ee7969e5a1c459db531f09a82023faa34b4679645289c3a2c'
 \set alipay_key '-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAp9CRi23TGSjUXxHY6eJQ\nw4ympZyGeXWYvQfKXzAYmc/GXoP/+fP/6bomq/SflX/NFQzFrwvVAOKoknrsviWy\nRSA4SCEWO1I8DONj995Y+7LJcxdZoNvscpTw3aV46+loZlKYRAKeE2NMiEaPfa3z\n9loXNiGhAEGy9HNpDqOwbWdf9r7mnQuiujl71/5685h7GB/QGwIh2ZFTX9uj/p08\nvGOiGHNXmtzcFFQkhd7O7h4yaznBHXkpErkdngwlI8UTP4JX5brrtNfypzhXm0Cu\nBbFr/Sy4kqwza4bjR1z4DoadvucbuR7wNB98mO8S6h7JSiDEg0oDeynC7BlLLcm7\nUwIDAQAB\n-----END PUBLIC KEY-----\n'
 \set alipay_form 'gmt_create=2024-01-15+10%3A30%3A00&charset=utf-8&seller_email=merchant%40example.com&subject=%E6%B5%8B%E8%AF%95%E5%95%86%E5%93%81+idem&body=a%2Bb+%26+c%3Dd%2C+100%25&buyer_id=2088102177846880&invoice_amount=88.88&notify_id=2024011500222103030012341234567890&fund_bill_list=%5B%7B%22amount%22%3A%2288.88%22%2C%22fundChannel%22%3A%22ALIPAYACCOUNT%22%7D%5D&notify_type=trade_status_sync&trade_status=TRADE_SUCCESS&receipt_amount=88.88&app_id=2021000000000001&buyer_pay_amount=88.88&seller_id=2088102177649450&gmt_payment=2024-01-15+10%3A30%3A05&notify_time=2024-01-15+10%3A30%3A05&passback_params=&version=1.0&out_trade_no=20240115000001&total_amount=88.88&trade_no=2024011522001446880501234567&auth_app_id=2021000000000001&buyer_logon_id=buy***%40example.com&Zz_case=sorted+first&point_amount=0.00&sign_type=RSA2&sign=Kg%2Bbxj%2BJXREUSGKTYVAm3xFRvmGXIyJAN01iz0iOBEcEiJXuQWZLaGylW%2Bdfobo8gmtGex0y4WtprtSYgv7g9%2FJxow39niQaetM1PcK1nP5XdpAj%2F1VrAvrXgSdPJ49XdVjr1Li6MHo85EXhO7xCJnOWdktLGMV4sf43%2BVbDEC42de0c34sZ%2BPCXNb6VlkmN8AhEfiCRTRHmaMvdKlHgQice0khEWG15CWBhW8yKjeyI%2FdexhP6Rdrc0amc%2FHOZycm7Y663wALzKSFRYtP8tWT2uqKGWC%2BCO%2BzvcmYcsHek2dl0zQEa%2FLUEgkXCC6fjqoDEu1frcOjZCihEIR46fxg%3D%3D'
 \set unionpay_root '-----BEGIN CERTIFICATE-----\nMIIDZjCCAk6gAwIBAgIBAjANBgkqhkiG9w0BAQsFADBDMQswCQYDVQQGEwJDTjES\nMBAGA1UECgwJaWRlbSB0ZXN0MSAwHgYDVQQDDBdpZGVtIHRlc3QgVW5pb25QYXkg\ncm9vdDAgFw0yNDAxMDEwMDAwMDBaGA8yMTI0MDEwMTAwMDAwMFowQzELMAkGA1UE\nBhMCQ04xEjAQBgNVBAoMCWlkZW0gdGVzdDEgMB4GA1UEAwwXaWRlbSB0ZXN0IFVu\naW9uUGF5IHJvb3QwggEiMA0GCSqGSIb3DQEBAQUAA4IBDwAwggEKAoIBAQCOuEEW\nzbIs/LXeqFWJqWAkroCu5WnDRUj/T4Z3zLm5rRVLR/6Hh8sAyKIVijIXL/oVBGQg\np7F8K66dKuNsFck6sf8ewYzOxVoazWXbJUxZJ1lqMWdgLK8eGPHkvYWxu+5P96w1\nAsFMDvlyxVEGOCCQAwR7yH8bDvJy+3lNP0XilcwhjMnZo/rW7MxNr4ACu+HMDETi\ngrwqbEui5ku3F9d0PMWrzYUXFZIa7tE0ySb3uQOgyZ4WKekpd1zldkQfWdrp6+bz\nVO2UcatkTsQlMiN5sHy1G8qZOK8JxuPaf15jM4mXfHVARSVkIwVXsjhwWPJBfFr1\nUSZIk6DbK58axS+DAgMBAAGjYzBhMA8GA1UdEwEB/wQFMAMBAf8wDgYDVR0PAQH/\nBAQDAgEGMB0GA1UdDgQWBBRWbYWIDvCc/yWT35l/4mXvRTWDvDAfBgNVHSMEGDAW\ngBRWbYWIDvCc/yWT35l/4mXvRTWDvDANBgkqhkiG9w0BAQsFAAOCAQEAfdDOzq3P\nOifbRrHIhvpNl6vVZrMq+rCrXftauKeeh+BOwrheGwT58QKJ8XDZyBzr8ODBD76d\n8ANihkvP4TaqogdyGqb0HQ9tAESo8V9pApQ/XY1NmJ2cDhyN6i3n0+UOopKC6yRW\nd49+Q6vmP5+xrv1esgORwlapvNQKfNdxN9ESZussC2XmVx+kdLPiQYm4XUlQ7kgl\ncibXjUq38P38i5BNu0yOXTqWM2KZEoVztbZFUHQ4FmG5AstjL831VmzwidZHm6Ey\nigRs6B4PVDeszsAcrf35yjFbA+2EH6yByQd9NzbWDGP1AxxJnDkwrwXT8nzigbpr\nvtPnCrB5eSQyIw==\n-----END CERTIFICATE-----\n'
@@ -201,6 +206,7 @@ SELECT idem_webhook_source_set('r-airwallex', 'airwallex', ARRAY[:'awx_secret'],
 SELECT idem_webhook_source_set('r-alipay', 'alipay', ARRAY[:'alipay_key']);
 SELECT idem_webhook_source_set('r-unionpay', 'unionpay', ARRAY[:'unionpay_root' || :'unionpay_middle']);
 SELECT idem_webhook_source_set('r-wechatpay', 'wechatpay', ARRAY[:'cert_a'], '100 years');
+SELECT idem_webhook_source_set('r-mercadopago', 'mercadopago', ARRAY[:'mp_secret'], '100 years');
 SELECT idem_webhook_source_set('r-paypal', 'paypal',
     ARRAY[jsonb_build_object('webhook_id', :'paypal_webhook_id', 'roots', :'paypal_root',
                              'subject', 'messageverificationcerts.paypal.com')::text], '100 years');
@@ -243,7 +249,10 @@ SELECT * FROM (VALUES
   ('r-paypal', :'paypal_body',
    jsonb_build_object('PAYPAL-TRANSMISSION-ID', :'paypal_tid', 'PAYPAL-TRANSMISSION-TIME', :'paypal_time',
                       'PAYPAL-TRANSMISSION-SIG', :'paypal_sig', 'PAYPAL-AUTH-ALGO', 'SHA256withRSA',
-                      'PAYPAL-CERT-PEM', :'paypal_signer' || :'paypal_middle'))
+                      'PAYPAL-CERT-PEM', :'paypal_signer' || :'paypal_middle')),
+  -- the body's id, a number here, is the event id
+  ('r-mercadopago', :'mp_payload',
+   jsonb_build_object('x-signature', 'ts=' || :'mp_ts' || ',v1=' || :'mp_sig', 'x-request-id', :'mp_request_id'))
 ) AS d(source, payload, headers);
 -- each is new, then a duplicate, with the event id of its scheme
 SELECT d.source, r.* FROM deliveries d, idem_webhook_receive(d.source, d.payload, d.headers) r
@@ -307,6 +316,14 @@ SELECT * FROM idem_webhook_receive('r-paypal-5min', :'paypal_body',
     jsonb_build_object('PAYPAL-TRANSMISSION-ID', :'paypal_tid', 'PAYPAL-TRANSMISSION-TIME', :'paypal_time',
                        'PAYPAL-TRANSMISSION-SIG', :'paypal_sig', 'PAYPAL-AUTH-ALGO', 'SHA256withRSA',
                        'PAYPAL-CERT-PEM', :'paypal_signer' || :'paypal_middle'));
+-- Mercado Pago: stale is "timestamp"; a body whose data.id is not the
+-- signed one, or a delivery without x-signature (a legacy IPN), "signature"
+SELECT idem_webhook_source_set('r-mercadopago-5min', 'mercadopago', ARRAY[:'mp_secret']);
+SELECT * FROM idem_webhook_receive('r-mercadopago-5min', :'mp_payload',
+    jsonb_build_object('x-signature', 'ts=' || :'mp_ts' || ',v1=' || :'mp_sig', 'x-request-id', :'mp_request_id'));
+SELECT * FROM idem_webhook_receive('r-mercadopago', replace(:'mp_payload', '123456789', '123456780'),
+    jsonb_build_object('x-signature', 'ts=' || :'mp_ts' || ',v1=' || :'mp_sig', 'x-request-id', :'mp_request_id'));
+SELECT * FROM idem_webhook_receive('r-mercadopago', '{"resource":"123456789","topic":"payment"}', '{}');
 -- malformed: verified, but no event id where the scheme puts it (GitHub:
 -- no header, an empty one, one too long for an event id)
 SELECT * FROM idem_webhook_receive('r-github', :'gh_payload',

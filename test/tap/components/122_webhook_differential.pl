@@ -59,7 +59,9 @@ my %kinds = (
 	antom => 'body field header signature',
 	unionpay => 'body signature',
 	wechatpay => 'body field header signature timestamp',
-	paypal => 'body field header signature timestamp');
+	paypal => 'body field header signature timestamp',
+	# the body but data.id is not signed: only data.id's bytes are mutated
+	mercadopago => 'body field header signature timestamp');
 
 my $node = idem_node('webhook_differential', "log_statement = none\n",
 	extra => [ '--encoding=UTF8', '--no-locale' ]);
