@@ -212,22 +212,11 @@ idem_square_prepare(Slice secret)
 static bool
 body_mac_timestamp(const BodyMacFormat *format, const VerifyRequest *req, Slice *value)
 {
-	Slice		secs;
-	int64		unix_secs;
-
 	value->data = "";
 	value->len = 0;
 	if (format->millis_header == NULL)
 		return true;
-	if (!idem_find_header(req->headers, format->millis_header, value) || value->len <= 3)
-		return false;
-	for (size_t i = value->len - 3; i < value->len; i++)
-		if (value->data[i] < '0' || value->data[i] > '9')
-			return false;
-	secs.data = value->data;
-	secs.len = value->len - 3;
-	return idem_parse_unix_seconds(secs, &unix_secs) &&
-		idem_timestamp_acceptable(unix_secs, req->tolerance_usecs);
+	return idem_find_unix_millis(req->headers, format->millis_header, req->tolerance_usecs, value);
 }
 
 /*

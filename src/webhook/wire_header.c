@@ -208,6 +208,29 @@ idem_timestamp_acceptable(int64 secs, double tolerance_usecs)
 	return (double) diff <= tolerance_usecs;
 }
 
+/*
+ * A header's value that is a unix time in milliseconds, in plain digits
+ * (Airwallex's x-timestamp, Alipay's alipay-timestamp), within the
+ * tolerance; false if missing, malformed or stale.  *value is the header's
+ * text, which the schemes sign.
+ */
+bool
+idem_find_unix_millis(Jsonb *headers, const char *name, double tolerance_usecs, Slice *value)
+{
+	Slice		secs;
+	int64		unix_secs;
+
+	if (!idem_find_header(headers, name, value) || value->len <= 3)
+		return false;
+	for (size_t i = value->len - 3; i < value->len; i++)
+		if (value->data[i] < '0' || value->data[i] > '9')
+			return false;
+	secs.data = value->data;
+	secs.len = value->len - 3;
+	return idem_parse_unix_seconds(secs, &unix_secs) &&
+		idem_timestamp_acceptable(unix_secs, tolerance_usecs);
+}
+
 /* n decimal digits at s, into *value; false if they are not all digits */
 static bool
 parse_digits(const char *s, int n, int *value)
