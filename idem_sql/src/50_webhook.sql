@@ -202,11 +202,11 @@ BEGIN
     END IF;
     IF scheme <> ALL (ARRAY['stripe', 'standard', 'svix', 'github', 'shopify', 'razorpay',
                             'checkout', 'paddle', 'adyen', 'adyen_platform', 'square', 'paystack',
-                            'airwallex', 'alipay', 'antom', 'unionpay', 'wechatpay', 'paypal',
+                            'airwallex', 'alipay', 'alipay_v3', 'antom', 'unionpay', 'wechatpay', 'paypal',
                             'mercadopago']) THEN
         RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
             MESSAGE = format('unknown webhook signature scheme "%s"', scheme),
-            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "square", "paystack", "airwallex", "alipay", "antom", "unionpay", "wechatpay", "paypal", "mercadopago".';
+            HINT = 'The schemes are "stripe", "standard", "svix", "github", "shopify", "razorpay", "checkout", "paddle", "adyen", "adyen_platform", "square", "paystack", "airwallex", "alipay", "alipay_v3", "antom", "unionpay", "wechatpay", "paypal", "mercadopago".';
     END IF;
     RETURN scheme;
 END
@@ -336,6 +336,8 @@ BEGIN
         RETURN idem.wh_bytes(secret);
     WHEN 'alipay' THEN
         ok := idem.wh_raise_if(idem.wh_c_only('scheme "alipay"', 'Alipay signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.'));
+    WHEN 'alipay_v3' THEN
+        ok := idem.wh_raise_if(idem.wh_c_only('scheme "alipay_v3"', 'Alipay signs its v3 messages with RSA (SHA256withRSA), which pgcrypto cannot verify.'));
     WHEN 'antom' THEN
         ok := idem.wh_raise_if(idem.wh_c_only('scheme "antom"', 'Antom signs its notifications with RSA (SHA256withRSA), which pgcrypto cannot verify.'));
     WHEN 'unionpay' THEN

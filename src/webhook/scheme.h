@@ -99,6 +99,9 @@ extern bool idem_alipay_keys_verify(void *key, const EVP_MD *md, const Slice *pa
 extern void *idem_unionpay_prepare(Slice secret);
 extern bool idem_unionpay_verify(void *key, const VerifyRequest *req);
 
+/* Alipay's API v3 signed messages (scheme_alipay_v3.c) */
+extern bool idem_alipay_v3_verify(void *key, const VerifyRequest *req);
+
 /* Antom, Alipay's global gateway (scheme_antom.c) */
 extern void *idem_antom_prepare(Slice secret);
 extern bool idem_antom_verify(void *key, const VerifyRequest *req);

@@ -25,6 +25,8 @@ static bool event_id_form(const VerifyScheme *scheme,
 						  const VerifyRequest *req, Slice *id);
 static bool event_id_body_digest(const VerifyScheme *scheme,
 								 const VerifyRequest *req, Slice *id);
+static bool event_id_member_or_digest(const VerifyScheme *scheme,
+									  const VerifyRequest *req, Slice *id);
 
 /* In the order the hint of an unknown scheme lists them */
 static const VerifyScheme schemes[] = {
@@ -59,6 +61,9 @@ static const VerifyScheme schemes[] = {
 	event_id_member, "id"},
 	{"alipay", idem_alipay_prepare, idem_alipay_verify, false,
 	event_id_form, "notify_id", "charset"},
+	/* a v3 message's notify_id when its JSON names one, else its body's digest */
+	{"alipay_v3", idem_alipay_prepare, idem_alipay_v3_verify, true,
+	event_id_member_or_digest, "notify_id"},
 	/* Antom's notifications carry no event id: a retry resends the same body */
 	{"antom", idem_antom_prepare, idem_antom_verify, false,
 	event_id_body_digest},
@@ -105,6 +110,15 @@ event_id_body_digest(const VerifyScheme *scheme, const VerifyRequest *req, Slice
 	id->data = idem_encode_hex(digest, len);
 	id->len = 2 * len;
 	return true;
+}
+
+/* The event id in a non-empty string member of the JSON body's root, else its digest */
+static bool
+event_id_member_or_digest(const VerifyScheme *scheme, const VerifyRequest *req, Slice *id)
+{
+	if (idem_json_member_string(req->payload, scheme->id_name, id) && id->len > 0)
+		return true;
+	return event_id_body_digest(scheme, req, id);
 }
 
 /* The event id in a string member of the JSON body's root */

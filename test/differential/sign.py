@@ -37,6 +37,9 @@ and the signed strings are built from the gateways' own descriptions:
              PKCS#1 v1.5 (SHA-256 for sign_type RSA2, SHA-1 for RSA) of every
              parameter but sign, sign_type and the empty ones, decoded, sorted
              by name, "k=v" joined by "&", in the form's charset.
+  alipay_v3  alipay-signature: the base64 SHA256withRSA of "<alipay-timestamp>
+             \n<alipay-nonce>\n<body>\n", the timestamp in unix milliseconds;
+             the event id is the body's notify_id, else its SHA-256.
   antom      signature: algorithm=RSA256,keyVersion=1,signature=<the
              URL-encoded base64 SHA256withRSA of "POST <path>\n<client-id>.
              <request-time>.<body>">; the secret is the path, a line break
@@ -1128,6 +1131,65 @@ class Alipay:
         return any(rsa_verify(k, sig, content, digest) for k in self.publics[source])
 
 
+class AlipayV3:
+    """Alipay's API v3 signed messages: alipay-signature, the base64
+    SHA256withRSA of "<alipay-timestamp>\n<alipay-nonce>\n<body>\n" by
+    either key of the source, the timestamp in unix milliseconds; the event
+    id is the body's notify_id, else the body's SHA-256"""
+    scheme = 'alipay_v3'
+
+    def __init__(self, rng):
+        self.keys = [rsa_key(), rsa_key()]
+        self.sources = {'alipay_v3': public_pem(self.keys[0]) + public_pem(self.keys[1])}
+        self.ids = set()
+
+    def names(self):
+        return ['alipay-signature', 'alipay-timestamp', 'alipay-nonce']
+
+    def make(self, rng, source, now):
+        st = header_style(rng, self.names() + ['alipay-sn'])
+        while True:
+            if rng.random() < 0.7:
+                eid = rng.word(20, 32, string.digits)
+                payload = json_event(rng, 'notify_id', eid)
+            else:
+                payload = (json_write(json_random_object(rng, 1, 0, 8, avoid=('notify_id',)), rng,
+                                      JsonStyle(rng)).encode()
+                           if rng.random() < 0.6 else rng.body_text().encode('utf-8'))
+                eid = json_member_string(payload, 'notify_id') or sha256_hex(payload)
+            if eid not in self.ids:
+                self.ids.add(eid)
+                break
+        ts = str((now - rng.randint(0, MAX_AGE)) * 1000 + rng.randint(0, 999))
+        nonce = rng.word(16, 32, string.ascii_lowercase + string.digits)
+        signed = ts.encode() + b'\n' + nonce.encode() + b'\n' + payload + b'\n'
+        sig = b64(rng.choice(self.keys).sign(signed, padding.PKCS1v15(), hashes.SHA256()))
+        headers = noise_headers(rng, st) + [
+            [st['alipay-timestamp'], ts], [st['alipay-nonce'], nonce], [st['alipay-signature'], sig]]
+        if rng.random() < 0.5:
+            headers.append([st['alipay-sn'], rng.word(32, 32, '0123456789abcdef')])
+        d = Delivery(payload, headers, eid)
+        d.target('body', 'body', 0, len(payload))
+        d.target('signature', *d.header_value_span(st['alipay-signature'], 0, len(sig)))
+        d.target('timestamp', *d.header_value_span(st['alipay-timestamp'], 0, len(ts)))
+        d.target('field', *d.header_value_span(st['alipay-nonce'], 0, len(nonce)))
+        for n in self.names():
+            d.target('header', 'name', [k for k, _ in d.headers].index(st[n]))
+        return d
+
+    def verify(self, source, payload, headers):
+        sig, ts, nonce = (header(headers, n) for n in self.names())
+        if None in (sig, ts, nonce) or nonce == '' or '\n' in nonce or '\r' in nonce:
+            return False
+        if len(ts) <= 3 or not is_digits(ts):
+            return False
+        raw = b64_strict(sig)
+        if raw is None:
+            return False
+        signed = ts.encode() + b'\n' + nonce.encode() + b'\n' + payload + b'\n'
+        return any(rsa_verify(k.public_key(), raw, signed, hashes.SHA256()) for k in self.keys)
+
+
 class Antom:
     """Antom, Alipay's global gateway: signature: algorithm=RSA256,
     keyVersion=<n>,signature=<URL-encoded base64 SHA256withRSA of
@@ -1586,6 +1648,7 @@ def main():
         BodyMac(rng, 'paystack', 'x-paystack-signature', '', 'hex', sha512=True),
         BodyMac(rng, 'airwallex', 'x-signature', '', 'hex', id_member='id', millis_header='x-timestamp'),
         Alipay(rng),
+        AlipayV3(rng),
         Antom(rng),
         Unionpay(rng),
         Wechatpay(rng),

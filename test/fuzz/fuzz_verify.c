@@ -48,6 +48,7 @@ static const struct
 	{"antom", "antom"},
 	{"paypal", "paypal"},
 	{"mercadopago", "mercadopago"},
+	{"alipay_v3", "alipay_v3"},
 };
 
 /* idem_webhook_verify(scheme, secret, payload, headers, tolerance) */

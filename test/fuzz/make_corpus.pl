@@ -97,6 +97,7 @@ my %keys = (
 	antom => v('antom_path') . "\n" . v('antom_pub_pem'),
 	mercadopago => v('mp_secret'),
 	alipay => v('alipay_key'),
+	alipay_v3 => v('v3_pub_pem'),
 	unionpay => v('unionpay_root') . v('unionpay_middle'),
 	wechatpay => v('go_cert') . v('cert_a') . v('cert_b') . $pub_secret,
 	wechatpay_api_key => v('api_key'),
@@ -188,6 +189,7 @@ my @deliveries = (
 	[ 19, 'mercadopago-ms', json_line({ 'x-signature' => 'ts=' . v('mp_ts_ms') . ', v1=' . v('mp_sig_ms'), 'x-request-id' => v('mp_request_id') }), v('mp_payload') ],
 	[ 19, 'mercadopago-no-request-id', json_line({ 'x-signature' => 'v1=' . v('mp_sig_noreq') . ',ts=' . v('mp_ts') }), v('mp_payload') ],
 	[ 19, 'mercadopago-upper-id', json_line({ 'x-signature' => 'ts=' . v('mp_ts') . ',v1=' . v('mp_sig_alnum'), 'x-request-id' => v('mp_request_id') }), v('mp_alnum_payload') ],
+	[ 20, 'alipay-v3', json_line({ 'alipay-timestamp' => v('v3_ts'), 'alipay-nonce' => v('v3_nonce'), 'alipay-signature' => v('v3_sig') }), v('v3_body') ],
 );
 for my $name (sort grep { /^alipay_form/ } keys %v)
 {

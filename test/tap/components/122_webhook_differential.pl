@@ -56,6 +56,7 @@ my %kinds = (
 	paystack => 'body header signature',
 	airwallex => 'body header signature timestamp',
 	alipay => 'body signature',
+	alipay_v3 => 'body field header signature timestamp',
 	antom => 'body field header signature',
 	unionpay => 'body signature',
 	wechatpay => 'body field header signature timestamp',
