@@ -71,12 +71,7 @@ mercadopago_seconds(Slice ts, int64 *secs)
 		digits.len--;
 	}
 	if (digits.len >= 12)
-	{
-		for (size_t i = digits.len - 3; i < digits.len; i++)
-			if (digits.data[i] < '0' || digits.data[i] > '9')
-				return false;
-		digits.len -= 3;
-	}
+		return idem_parse_unix_millis(digits, secs);
 	return idem_parse_unix_seconds(digits, secs);
 }
 

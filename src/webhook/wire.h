@@ -39,6 +39,7 @@ extern bool idem_split_pair(Slice item, char sep, Slice *name, Slice *value);
 extern bool idem_find_header(Jsonb *headers, const char *name, Slice *value);
 extern bool idem_parse_unix_seconds(Slice s, int64 *secs);
 extern bool idem_timestamp_acceptable(int64 secs, double tolerance_usecs);
+extern bool idem_parse_unix_millis(Slice s, int64 *secs);
 extern bool idem_find_unix_millis(Jsonb *headers, const char *name,
 								  double tolerance_usecs, Slice *value);
 extern int64 idem_days_since_epoch(int year, int month, int day);

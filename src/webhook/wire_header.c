@@ -209,6 +209,25 @@ idem_timestamp_acceptable(int64 secs, double tolerance_usecs)
 }
 
 /*
+ * A unix time in milliseconds, in plain digits (more than three), into
+ * whole seconds: the digits but the last three, read as
+ * idem_parse_unix_seconds reads them
+ */
+bool
+idem_parse_unix_millis(Slice s, int64 *secs)
+{
+	Slice		whole = s;
+
+	if (s.len <= 3)
+		return false;
+	for (size_t i = s.len - 3; i < s.len; i++)
+		if (s.data[i] < '0' || s.data[i] > '9')
+			return false;
+	whole.len = s.len - 3;
+	return idem_parse_unix_seconds(whole, secs);
+}
+
+/*
  * A header's value that is a unix time in milliseconds, in plain digits
  * (Airwallex's x-timestamp, Alipay's alipay-timestamp), within the
  * tolerance; false if missing, malformed or stale.  *value is the header's
@@ -217,17 +236,10 @@ idem_timestamp_acceptable(int64 secs, double tolerance_usecs)
 bool
 idem_find_unix_millis(Jsonb *headers, const char *name, double tolerance_usecs, Slice *value)
 {
-	Slice		secs;
 	int64		unix_secs;
 
-	if (!idem_find_header(headers, name, value) || value->len <= 3)
-		return false;
-	for (size_t i = value->len - 3; i < value->len; i++)
-		if (value->data[i] < '0' || value->data[i] > '9')
-			return false;
-	secs.data = value->data;
-	secs.len = value->len - 3;
-	return idem_parse_unix_seconds(secs, &unix_secs) &&
+	return idem_find_header(headers, name, value) &&
+		idem_parse_unix_millis(*value, &unix_secs) &&
 		idem_timestamp_acceptable(unix_secs, tolerance_usecs);
 }
 
