@@ -44,15 +44,6 @@ RESULTS=$DIR/results.md
 
 log() { echo "bench/instructions [$SECONDS s]: $*" >&2; }
 
-if ! command -v valgrind >/dev/null; then
-	log "installing valgrind"
-	if [ "$(id -u)" != 0 ]; then
-		log "as root, run: apt-get install -y valgrind"
-		exit 1
-	fi
-	DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq valgrind >/dev/null
-fi
-
 log "building idem and installing it privately"
 idem_private_install
 trap 'idem_scratch_stop || true' EXIT
@@ -124,64 +115,9 @@ if [ "$("${PSQL[@]}" -d seeds -c "SELECT (SELECT count(*) FROM idem.keys WHERE k
 fi
 
 log "restarting the server under callgrind"
-idem_scratch_stop
-mkdir -p "$DIR/callgrind"
-rm -f "$DIR"/callgrind/*
-if [ "$(id -u)" = 0 ]; then
-	chown postgres: "$DIR/callgrind"
-fi
-as_server_user valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$DIR/callgrind/out.%p" \
-	"$IDEM_BINDIR/postgres" -D "$IDEM_DATA" >"$DIR/valgrind.log" 2>&1 &
-for ((i = 0; ; i++)); do
-	"$IDEM_BINDIR/pg_isready" -q -h "$IDEM_SOCK" -p "$IDEM_PORT" && break
-	if ((i == 600)); then
-		log "the server did not start under callgrind:"
-		tail -n 20 "$DIR/valgrind.log" >&2
-		exit 1
-	fi
-	sleep 0.2
-done
-
-# the server's own processes, with no client connected
-sleep 2
-PM_PID=$(head -1 "$IDEM_DATA/postmaster.pid")
-BASE=$(pgrep -c -P "$PM_PID")
-
-# count <script> <requests>: the instructions of the backend that ran the
-# script that many times (pgbench's other connection, which only looks at
-# the server, counts far less)
-count() {
-	local before i
-	before=$(ls "$DIR/callgrind")
-	"${PGBENCH[@]}" -t "$2" -f "$1" seeds >"$DIR/last.out" 2>&1 || { cat "$DIR/last.out" >&2; exit 1; }
-	grep -q "^number of transactions actually processed: $2/$2" "$DIR/last.out" ||
-		{ cat "$DIR/last.out" >&2; exit 1; }
-	# callgrind writes a process's counts when it exits
-	for ((i = 0; ; i++)); do
-		[ "$(pgrep -c -P "$PM_PID")" -le "$BASE" ] && break
-		if ((i == 600)); then
-			log "the backends of the run did not exit"
-			exit 1
-		fi
-		sleep 0.2
-	done
-	comm -13 <(echo "$before") <(ls "$DIR/callgrind") | while read -r f; do
-		printf '%s %s\n' "$(awk '/^totals:/ { print $2 }' "$DIR/callgrind/$f")" "$f"
-	done | sort -n | {
-		# the larger stays for callgrind_annotate, as $3 if given
-		last=
-		while read -r n f; do
-			[ -z "$last" ] || rm -f "$DIR/callgrind/${last#* }"
-			last="$n $f"
-		done
-		if [ -n "${3:-}" ]; then
-			mv "$DIR/callgrind/${last#* }" "$DIR/$3.callgrind"
-		else
-			rm -f "$DIR/callgrind/${last#* }"
-		fi
-		echo "${last%% *}"
-	}
-}
+# shellcheck source=bench/callgrind.sh
+source bench/callgrind.sh
+callgrind_start "$DIR/callgrind"
 
 printf 'kind\tdesign\tinstructions\n' >"$DIR/counts.tsv"
 for kind in new replay; do
@@ -189,8 +125,8 @@ for kind in new replay; do
 		[ "$kind:$d" != replay:nodedup ] || continue
 		log "$kind: $d"
 		s=$(script "$d" "$kind")
-		a=$(count "$s" "$FEW")
-		b=$(count "$s" "$MANY" "$kind.$d")
+		a=$(callgrind_count "" "$FEW" -f "$s" seeds)
+		b=$(callgrind_count "$DIR/$kind.$d.callgrind" "$MANY" -f "$s" seeds)
 		printf '%s\t%s\t%s\n' "$kind" "$d" "$(((b - a) / (MANY - FEW)))" >>"$DIR/counts.tsv"
 	done
 done
