@@ -109,13 +109,13 @@ endef
 # deps: install the packages that are missing; test: every test against
 # scratch servers (CI=1 makes warnings errors); demo: see README.md;
 # bench, bench-verify, bench-seeds, bench-profile, bench-instructions,
-# bench-wal, bench-upgrade, soak: see doc/performance.md.
+# bench-wal, bench-scale, bench-upgrade, soak: see doc/performance.md.
 # test-matrix: the same suite on every server of test/servers.sh (PG=...
 # picks one for test and bench).  fuzz: the fuzz targets of test/fuzz,
 # FUZZ_SECONDS each (default 60; see test/fuzz/README).  Each runs its
 # script, which reads CI, PG and FUZZ_* from the environment, where make
 # puts them when they are given on its command line.
-.PHONY: test test-matrix demo deps bench bench-verify bench-seeds bench-profile bench-instructions bench-wal bench-upgrade soak fuzz
+.PHONY: test test-matrix demo deps bench bench-verify bench-seeds bench-profile bench-instructions bench-wal bench-scale bench-upgrade soak fuzz
 deps:
 	@bash test/deps.sh
 test:
@@ -136,6 +136,8 @@ bench-instructions:
 	@bash bench/instructions.sh
 bench-wal:
 	@bash bench/wal.sh
+bench-scale:
+	@bash bench/scale.sh
 bench-upgrade:
 	@bash bench/upgrade.sh
 soak:
