@@ -26,16 +26,19 @@ callgrind_start() {
 	fi
 	as_server_user valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$dir/out.%p" \
 		"$IDEM_BINDIR/postgres" -D "$IDEM_DATA" "$@" >"$dir/valgrind.log" 2>&1 &
+	CALLGRIND_LAUNCHED=$!
 	for ((i = 0; ; i++)); do
 		"$IDEM_BINDIR/pg_isready" -q -h "$IDEM_SOCK" -p "$IDEM_PORT" && break
 		if ((i == 600)); then
 			log "the server did not start under callgrind:"
 			tail -n 20 "$dir/valgrind.log" >&2
+			kill "$CALLGRIND_LAUNCHED" 2>/dev/null || true
 			exit 1
 		fi
 		sleep 0.2
 	done
-	# the server's own processes, with no client connected
+	# the server's own processes, with no client connected (the caller
+	# turns off what starts more, as the purge launcher's workers)
 	sleep 2
 	CALLGRIND_DIR=$dir
 	CALLGRIND_PM=$(head -1 "$IDEM_DATA/postmaster.pid")
@@ -73,6 +76,10 @@ callgrind_count() {
 	done < <(comm -13 <(echo "$before") <(ls "$CALLGRIND_DIR") | grep '^out\.' | while read -r f; do
 		printf '%s %s\n' "$(awk '/^totals:/ { print $2 }' "$CALLGRIND_DIR/$f")" "$f"
 	done | sort -n)
+	if ! [[ ${last%% *} =~ ^[0-9]+$ ]]; then
+		log "no count from the backend of the run"
+		exit 1
+	fi
 	if [ -n "$keep" ]; then
 		mv "$CALLGRIND_DIR/${last#* }" "$keep"
 	else

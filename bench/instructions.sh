@@ -117,7 +117,7 @@ fi
 log "restarting the server under callgrind"
 # shellcheck source=bench/callgrind.sh
 source bench/callgrind.sh
-callgrind_start "$DIR/callgrind"
+callgrind_start "$DIR/callgrind" -c idem.purge_interval=0
 
 printf 'kind\tdesign\tinstructions\n' >"$DIR/counts.tsv"
 for kind in new replay; do
@@ -125,8 +125,8 @@ for kind in new replay; do
 		[ "$kind:$d" != replay:nodedup ] || continue
 		log "$kind: $d"
 		s=$(script "$d" "$kind")
-		a=$(callgrind_count "" "$FEW" -f "$s" seeds)
-		b=$(callgrind_count "$DIR/$kind.$d.callgrind" "$MANY" -f "$s" seeds)
+		a=$(callgrind_count "" "$FEW" -f "$s" seeds) || exit 1
+		b=$(callgrind_count "$DIR/$kind.$d.callgrind" "$MANY" -f "$s" seeds) || exit 1
 		printf '%s\t%s\t%s\n' "$kind" "$d" "$(((b - a) / (MANY - FEW)))" >>"$DIR/counts.tsv"
 	done
 done

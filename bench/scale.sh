@@ -47,7 +47,7 @@
 #   BENCH_SCALE_TURN      seconds a turn, wal run        (30)
 #   BENCH_SCALE_ROUNDS    rounds of each run             (3)
 #   BENCH_SCALE_SHARED_BUFFERS                           (4GB)
-#   BENCH_SCALE_METHODS   idem.wal_compression, wal run  (zstd)
+#   BENCH_SCALE_METHODS   idem.wal_compression, wal run  (lz4 zstd inherit)
 #   BENCH_SCALE_REUSE=1   keep the loaded cluster of an earlier run
 #   BENCH_CLIENTS, BENCH_JOBS  pgbench -c, -j            (4, 2)
 #   BENCH_PORT            port of the scratch server     (5495)
@@ -71,12 +71,12 @@ RATE=${BENCH_SCALE_RATE:-116}
 TURN=${BENCH_SCALE_TURN:-30}
 ROUNDS=${BENCH_SCALE_ROUNDS:-3}
 SHARED_BUFFERS=${BENCH_SCALE_SHARED_BUFFERS:-4GB}
-METHODS=${BENCH_SCALE_METHODS:-zstd}
+METHODS=${BENCH_SCALE_METHODS:-lz4 zstd inherit}
 CLIENTS=${BENCH_CLIENTS:-4}
 JOBS=${BENCH_JOBS:-2}
 PORT=${BENCH_PORT:-5495}
 
-# loaded suffixes are 1 .. keys, a run's are client_id * 10^9 + n
+# loaded suffixes are 1 .. keys, a run's are (client_id + 1) * 10^9 + n
 if [ "$LARGE" -ge 1000000000 ] || [ "$SMALL" -ge "$LARGE" ] || [ "$CLIENTS" -ge 100 ]; then
 	echo "bench/scale: BENCH_SCALE_SMALL < BENCH_SCALE_KEYS < 10^9 and BENCH_CLIENTS < 100" >&2
 	exit 1
@@ -97,7 +97,12 @@ if [ -n "${BENCH_SCALE_REUSE:-}" ] && [ -f "$DIR/loaded" ] &&
 	IDEM_DATA=$DIR/data
 	IDEM_SOCK=$(sed -n "s/^unix_socket_directories = '\(.*\)'$/\1/p" "$IDEM_DATA/postgresql.conf" | tail -1)
 	IDEM_PORT=$(sed -n 's/^port = \([0-9]*\)$/\1/p' "$IDEM_DATA/postgresql.conf" | tail -1)
-	as_server_user "$IDEM_BINDIR/pg_ctl" -D "$IDEM_DATA" -l "$DIR/server.log" -w start >/dev/null
+	if [ -z "$IDEM_SOCK" ] || [ -z "$IDEM_PORT" ] ||
+		! as_server_user "$IDEM_BINDIR/pg_ctl" -D "$IDEM_DATA" -l "$DIR/server.log" -w start >/dev/null; then
+		log "the loaded cluster did not start (is a server of an earlier run still up?):"
+		tail -n 20 "$DIR/server.log" >&2
+		exit 1
+	fi
 	REUSED=1
 else
 	idem_scratch_start "$DIR" "$PORT" <<-EOF
@@ -152,7 +157,7 @@ fi
 
 cat >"$DIR/idem1.sql" <<EOF
 \set n :n + 1
-\set k random(1, 90000000) * 100000000000 + :client_id * 1000000000 + :n
+\set k random(1, 90000000) * 100000000000 + (:client_id + 1) * 1000000000 + :n
 \set a random(1, 1000)
 \set m random(1, 97)
 $(cat bench/idem1.sql)
@@ -175,12 +180,13 @@ printf 'run\tdb\tpayments\tcpu_us\twal_bytes\tfpi\tlatency_ms\n' >"$RUNS"
 # turn <run> <db> <pgbench args...>: a CHECKPOINT, one pgbench run; its
 # payments, backend CPU, WAL, page images and mean latency added to $RUNS
 turn() {
-	local run=$1 db=$2 t0 w0 f0 n lat
+	local run=$1 db=$2 t0 w0 f0 n lat v
 	shift 2
 	RUN_INDEX=$((RUN_INDEX + 1))
 	q "CHECKPOINT" >/dev/null
 	wait_backends_gone "$BASE"
-	read -r w0 f0 <<<"$(q "SELECT pg_current_wal_insert_lsn() - '0/0', wal_fpi FROM pg_stat_wal" | tr '|' ' ')"
+	v=$(q "SELECT pg_current_wal_insert_lsn() - '0/0', wal_fpi FROM pg_stat_wal")
+	read -r w0 f0 <<<"${v//|/ }"
 	t0=$(children_ticks)
 	if ! "${PGBENCH[@]}" -D n=$((RUN_INDEX * 1000000)) -f "$DIR/idem1.sql" "$@" "$db" >"$DIR/last.out" 2>&1; then
 		log "$db failed:"
@@ -190,9 +196,9 @@ turn() {
 	wait_backends_gone "$BASE"
 	n=$(awk -F': *' '/^number of transactions actually processed/ { split($2, a, "/"); print a[1]; exit }' "$DIR/last.out")
 	lat=$(awk '/^latency average/ { print $4; exit }' "$DIR/last.out")
+	v=$(q "SELECT (pg_current_wal_insert_lsn() - '0/0') - $w0, wal_fpi - $f0, $lat FROM pg_stat_wal")
 	printf '%s\t%s\t%s\t%s\t%s\n' "$run" "$db" "$n" "$((($(children_ticks) - t0) * TICK_US))" \
-		"$(q "SELECT (pg_current_wal_insert_lsn() - '0/0') - $w0, wal_fpi - $f0, $lat FROM pg_stat_wal" | tr '|' '\t')" \
-		>>"$RUNS"
+		"${v//|/$'\t'}" >>"$RUNS"
 }
 
 log "warming: the primary keys read in, a checkpoint, a turn of each database"
@@ -222,7 +228,8 @@ for method in $METHODS; do
 		done
 	done
 done
-q "ALTER SYSTEM RESET idem.wal_compression" >/dev/null
+# what the runs set is not left to a run that reuses the cluster
+q "ALTER SYSTEM RESET ALL" >/dev/null
 q "SELECT pg_reload_conf()" >/dev/null
 
 log "instructions: a payment's, counted by callgrind"
@@ -234,8 +241,8 @@ callgrind_start "$DIR/callgrind" -c shared_buffers=1GB -c full_page_writes=off
 declare -A INSTRUCTIONS
 for db in scale_small scale_large; do
 	RUN_INDEX=$((RUN_INDEX + 2))
-	a=$(callgrind_count "" 200 -D n=$((RUN_INDEX * 1000000 - 1000000)) -f "$DIR/idem1.sql" "$db")
-	b=$(callgrind_count "" 1200 -D n=$((RUN_INDEX * 1000000)) -f "$DIR/idem1.sql" "$db")
+	a=$(callgrind_count "" 200 -D n=$((RUN_INDEX * 1000000 - 1000000)) -f "$DIR/idem1.sql" "$db") || exit 1
+	b=$(callgrind_count "" 1200 -D n=$((RUN_INDEX * 1000000)) -f "$DIR/idem1.sql" "$db") || exit 1
 	INSTRUCTIONS[$db]=$(((b - a) / 1000))
 done
 as_server_user "$IDEM_BINDIR/pg_ctl" -D "$IDEM_DATA" -m fast -t 300 stop >/dev/null
@@ -257,7 +264,7 @@ SERVER=$("${PSQL[@]}" -d postgres -c "SHOW server_version")
 SIZES=$("${PSQL[@]}" -d scale_large -F ' ' -c "
 	SELECT pg_size_pretty(pg_relation_size('idem.keys')), pg_size_pretty(pg_relation_size('idem.keys_pkey'))")
 {
-	echo "PostgreSQL $SERVER, $(nproc) cores, shared_buffers $SHARED_BUFFERS, synchronous_commit = on, $CLIENTS clients."
+	echo "PostgreSQL $SERVER, $(nproc) cores, shared_buffers $("${PSQL[@]}" -d postgres -c "SHOW shared_buffers"), synchronous_commit = on, $CLIENTS clients."
 	echo "Large: $LARGE keys (heap, primary key: $SIZES); small: $SMALL keys. Per payment, medians of $ROUNDS rounds."
 	echo
 	awk -F'\t' -v small="$SMALL" -v large="$LARGE" -v methods="$METHODS" \
