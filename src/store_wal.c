@@ -20,7 +20,7 @@
  * compressed in the WAL, whatever wal_compression says for the rest; -1
  * (inherit) leaves them to wal_compression.  Random inserts into the primary
  * keys make most of a payment's page images.  lz4, the default, logs about
- * 70% of their bytes for no CPU a payment shows; zstd about 50%, for 12 to
+ * 70% of their bytes for no CPU a payment shows; zstd about 50%, for up to
  * 16% more CPU a payment once checkpoints come and go, which a hand-written
  * table does not pay (doc/performance.md).  The values are
  * wal_compression's (the methods this server was built with, and the same
