@@ -37,7 +37,8 @@ sql('CREATE TABLE ledger (id bigserial PRIMARY KEY, k text NOT NULL)');
 # that only takes an xid, as txid_current(), commits without a flush)
 sql('CREATE TABLE flush_mark (n int)');
 
-# The default: the best method this server was built with
+# The default: lz4 where this server was built with it, else zstd, else
+# inherit
 my %methods = map { $_ => 1 } split /,/,
   sql(q{SELECT array_to_string(enumvals, ',') FROM pg_settings WHERE name = 'wal_compression'});
 my $best = $methods{lz4} ? 'lz4' : $methods{zstd} ? 'zstd' : 'inherit';
