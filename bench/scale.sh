@@ -239,11 +239,13 @@ source bench/callgrind.sh
 # page images (what they cost is the wal run's)
 callgrind_start "$DIR/callgrind" -c shared_buffers=1GB -c full_page_writes=off
 declare -A INSTRUCTIONS
+FEW=200
+MANY=1200
 for db in scale_small scale_large; do
 	RUN_INDEX=$((RUN_INDEX + 2))
-	a=$(callgrind_count "" 200 -D n=$((RUN_INDEX * 1000000 - 1000000)) -f "$DIR/idem1.sql" "$db") || exit 1
-	b=$(callgrind_count "" 1200 -D n=$((RUN_INDEX * 1000000)) -f "$DIR/idem1.sql" "$db") || exit 1
-	INSTRUCTIONS[$db]=$(((b - a) / 1000))
+	a=$(callgrind_count "" "$FEW" -D n=$((RUN_INDEX * 1000000 - 1000000)) -f "$DIR/idem1.sql" "$db") || exit 1
+	b=$(callgrind_count "" "$MANY" -D n=$((RUN_INDEX * 1000000)) -f "$DIR/idem1.sql" "$db") || exit 1
+	INSTRUCTIONS[$db]=$(((b - a) / (MANY - FEW)))
 done
 as_server_user "$IDEM_BINDIR/pg_ctl" -D "$IDEM_DATA" -m fast -t 300 stop >/dev/null
 as_server_user "$IDEM_BINDIR/pg_ctl" -D "$IDEM_DATA" -l "$DIR/server.log" -w start >/dev/null
