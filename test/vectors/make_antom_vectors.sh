@@ -15,15 +15,8 @@
 set -eu
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-# psql \set quoting: backslash, quote and newline escaped inside '...'
-setvar() {
-	printf "\\\\set %s '%s'\n" "$1" "$(printf '%s' "$2" | sed -e 's/\\/\\\\/g' -e "s/'/''/g" |
-		awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }')"
-}
-for k in a b; do
-	openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$dir/$k.key" 2>/dev/null
-	openssl pkey -in "$dir/$k.key" -pubout -out "$dir/$k.pub"
-done
+. "$(dirname "$0")/psql_set.sh"
+rsa_test_keys "$dir"
 # Sign stdin with key $1 and digest $2, as the URL-encoded base64 of the header
 sign() {
 	openssl dgst "-$2" -sign "$dir/$1.key" | base64 -w0 |

@@ -49,14 +49,7 @@
 # Usage: sh test/vectors/make_hmac_vectors.sh (needs openssl and base64)
 set -eu
 
-# psql \set quoting: backslash, quote and newline escaped inside '...'
-psql_quote() {
-	printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e "s/'/''/g" | awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }'
-}
-
-setvar() {
-	printf "\\\\set %s '%s'\n" "$1" "$(psql_quote "$2")"
-}
+. "$(dirname "$0")/psql_set.sh"
 
 # HMAC-SHA256 of stdin keyed with a string, as lowercase hex
 hmac_hex() {

@@ -24,10 +24,7 @@
 # Usage: sh test/vectors/make_webhook_vectors.sh (needs openssl, base64, xxd)
 set -eu
 
-# psql \set quoting: backslash, quote and newline escaped inside '...'
-psql_quote() {
-	printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e "s/'/''/g" | awk 'NR > 1 { printf "\\n" } { printf "%s", $0 }'
-}
+. "$(dirname "$0")/psql_set.sh"
 
 # HMAC-SHA256 of stdin keyed with a string, as lowercase hex
 hmac_hex_strkey() {
@@ -38,10 +35,6 @@ hmac_hex_strkey() {
 hmac_b64_b64key() {
 	hexkey=$(printf '%s' "$1" | base64 -d | od -An -v -tx1 | tr -d ' \n')
 	openssl dgst -sha256 -mac HMAC -macopt "hexkey:$hexkey" -binary | base64
-}
-
-setvar() {
-	printf "\\\\set %s '%s'\n" "$1" "$(psql_quote "$2")"
 }
 
 # ---- Stripe -------------------------------------------------------------
