@@ -17,18 +17,17 @@ CREATE TABLE ledger (
     amount  bigint NOT NULL CHECK (amount > 0)
 );
 
--- $1 key, $2 fingerprint, $3 account, $4 amount
+-- $1 key, $2 fingerprint, $3 account, $4 amount; idem_complete runs in the
+-- RETURNING of the insert that books the charge
 PREPARE pay(text, bytea, int, bigint) AS
 WITH c AS (SELECT * FROM idem_claim($1, $2)),
      pay AS (INSERT INTO ledger (k, account, amount)
              SELECT $1, $3, $4 FROM c WHERE c.status = 'claimed'
-             RETURNING id),
+             RETURNING id, idem_complete($1, jsonb_build_object('charge', id))),
      bal AS (UPDATE accounts SET balance = balance - $4
-             WHERE id = $3 AND EXISTS (SELECT FROM pay)),
-     done AS (SELECT idem_complete($1, jsonb_build_object('charge', pay.id)) FROM pay)
+             WHERE id = $3 AND EXISTS (SELECT FROM pay))
 SELECT c.status,
-       coalesce(c.response, (SELECT jsonb_build_object('charge', id) FROM pay)) AS response,
-       (SELECT count(*) FROM done) AS completed
+       coalesce(c.response, (SELECT jsonb_build_object('charge', id) FROM pay)) AS response
 FROM c;
 
 -- What changed: ledger rows, balances, and the key's state
@@ -66,12 +65,11 @@ SELECT attempt FROM idem_lookup('pay-2');
 SET idem.max_response_size = '1kB';
 WITH c AS (SELECT * FROM idem_claim('pay-3', '\x01')),
      pay AS (INSERT INTO ledger (k, account, amount)
-             SELECT 'pay-3', 7, 5 FROM c WHERE c.status = 'claimed' RETURNING id),
+             SELECT 'pay-3', 7, 5 FROM c WHERE c.status = 'claimed'
+             RETURNING id, idem_complete('pay-3', jsonb_build_object('charge', id, 'receipt', repeat('x', 2000)))),
      bal AS (UPDATE accounts SET balance = balance - 5
-             WHERE id = 7 AND EXISTS (SELECT FROM pay)),
-     done AS (SELECT idem_complete('pay-3', jsonb_build_object('charge', pay.id, 'receipt', repeat('x', 2000)))
-              FROM pay)
-SELECT c.status, (SELECT count(*) FROM done) AS completed FROM c;
+             WHERE id = 7 AND EXISTS (SELECT FROM pay))
+SELECT c.status FROM c;
 RESET idem.max_response_size;
 SELECT * FROM book('pay-3');
 
@@ -96,10 +94,41 @@ SELECT status FROM idem_claim('pay-6', lease => '1 hour');
 EXECUTE pay('pay-6', '\x01', 7, 5);
 SELECT * FROM book('pay-6');
 
--- Why the final SELECT reads `done`: a SELECT in WITH runs only if the
--- statement reads it.  Left out, idem_complete never runs: the charge is
--- booked, but the claim commits as processing, and retries answer
--- in_progress until its lease runs out, then claim it again.
+-- Why the completion is in the insert's RETURNING: an INSERT in WITH runs
+-- to the end, RETURNING included, whatever the statement reads.  Here the
+-- final SELECT reads neither pay nor bal, and still the charge, the
+-- balance and the completion are all done.
+WITH c AS (SELECT * FROM idem_claim('pay-8', '\x01')),
+     pay AS (INSERT INTO ledger (k, account, amount)
+             SELECT 'pay-8', 7, 5 FROM c WHERE c.status = 'claimed'
+             RETURNING id, idem_complete('pay-8', jsonb_build_object('charge', id))),
+     bal AS (UPDATE accounts SET balance = balance - 5
+             WHERE id = 7 AND EXISTS (SELECT FROM pay))
+SELECT c.status FROM c;
+SELECT * FROM book('pay-8');
+SELECT status, response FROM idem_claim('pay-8', '\x01');
+
+-- The form of 1.6 and before, still working: the completion a SELECT in
+-- WITH, which runs only if the statement reads it, hence the completed
+-- column
+PREPARE pay_16(text, bytea, int, bigint) AS
+WITH c AS (SELECT * FROM idem_claim($1, $2)),
+     pay AS (INSERT INTO ledger (k, account, amount)
+             SELECT $1, $3, $4 FROM c WHERE c.status = 'claimed'
+             RETURNING id),
+     bal AS (UPDATE accounts SET balance = balance - $4
+             WHERE id = $3 AND EXISTS (SELECT FROM pay)),
+     done AS (SELECT idem_complete($1, jsonb_build_object('charge', pay.id)) FROM pay)
+SELECT c.status,
+       coalesce(c.response, (SELECT jsonb_build_object('charge', id) FROM pay)) AS response,
+       (SELECT count(*) FROM done) AS completed
+FROM c;
+EXECUTE pay_16('pay-9', '\x01', 7, 5);
+EXECUTE pay_16('pay-9', '\x01', 7, 5);
+SELECT * FROM book('pay-9');
+-- Left out, idem_complete never runs: the charge is booked, but the claim
+-- commits as processing, and retries answer in_progress until its lease
+-- runs out, then claim it again.
 WITH c AS (SELECT * FROM idem_claim('pay-7', '\x01')),
      pay AS (INSERT INTO ledger (k, account, amount)
              SELECT 'pay-7', 7, 5 FROM c WHERE c.status = 'claimed' RETURNING id),
@@ -109,6 +138,7 @@ SELECT * FROM book('pay-7');
 SELECT status FROM idem_claim('pay-7', '\x01');
 
 DEALLOCATE pay;
+DEALLOCATE pay_16;
 DROP FUNCTION book(text);
 DROP TABLE ledger, accounts;
 DROP EXTENSION idem;
