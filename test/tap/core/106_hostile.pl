@@ -21,8 +21,11 @@ use IdemTest;
 my $hostile = dirname(__FILE__) . '/../../hostile';
 my $seed = $ENV{IDEM_HOSTILE_SEED} // 20240601;
 
+# UTC: the interval cases that end exactly now ('-1 day +24 hours', a month
+# less its days) hold on the calendar of a zone without summer time
 my $node = idem_node('hostile', q(
 log_statement = none
+timezone = 'UTC'
 ), extra => [ '--encoding=UTF8', '--no-locale' ]);
 $node->safe_psql('postgres', 'CREATE EXTENSION idem');
 
