@@ -14,6 +14,7 @@
 set -eu
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
+# shellcheck source=test/vectors/psql_set.sh
 . "$(dirname "$0")/psql_set.sh"
 rsa_test_keys "$dir"
 # Sign stdin with key $1 and digest $2, in base64

@@ -49,6 +49,7 @@
 # Usage: sh test/vectors/make_hmac_vectors.sh (needs openssl and base64)
 set -eu
 
+# shellcheck source=test/vectors/psql_set.sh
 . "$(dirname "$0")/psql_set.sh"
 
 # HMAC-SHA256 of stdin keyed with a string, as lowercase hex

@@ -24,6 +24,7 @@
 # Usage: sh test/vectors/make_webhook_vectors.sh (needs openssl, base64, xxd)
 set -eu
 
+# shellcheck source=test/vectors/psql_set.sh
 . "$(dirname "$0")/psql_set.sh"
 
 # HMAC-SHA256 of stdin keyed with a string, as lowercase hex
