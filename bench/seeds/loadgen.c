@@ -703,6 +703,9 @@ try_idem1(Client *c, int64_t n, const char *account, const char *amount,
 		return pg_abort(c, "statement");
 	if (strcmp(PQgetvalue(r, 0, 0), "claimed") == 0)
 	{
+		/* no response: the insert, and so the completion, wrote nothing */
+		if (PQgetisnull(r, 0, 1))
+			report_error(c, "statement", "claimed but nothing booked");
 		*charge = charge_in(PQgetvalue(r, 0, 1));
 		o = OUT_NEW;
 		committed();
