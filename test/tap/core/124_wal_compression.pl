@@ -99,9 +99,9 @@ sub payments
 	for my $i ($from .. $from + $n - 1)
 	{
 		sql(qq{WITH c AS (SELECT * FROM idem_claim('pay-$i')),
-		            pay AS (INSERT INTO ledger (k) SELECT 'pay-$i' FROM c WHERE c.status = 'claimed' RETURNING id),
-		            done AS (SELECT idem_complete('pay-$i', jsonb_build_object('charge', pay.id)) FROM pay)
-		       SELECT (SELECT count(*) FROM done) FROM c});
+		            pay AS (INSERT INTO ledger (k) SELECT 'pay-$i' FROM c WHERE c.status = 'claimed'
+		                    RETURNING id, idem_complete('pay-$i', jsonb_build_object('charge', id)))
+		       SELECT c.status FROM c});
 	}
 }
 
